@@ -1,0 +1,267 @@
+"""The band as a root of the binary divergence, solved in probability margins.
+
+Write a = p and b = 1 - p. A ratio r moves the sampled token's probability by
+the margin m = p (r - 1), and the binary divergence is
+
+    g(m) = P(a, m) + P(b, -m),    P(t, y) = t f(1 + y/t),
+
+the sum of two perspectives of f. Swapping a and b mirrors m, so one solver
+serves both bounds:
+
+* upper bound: the root m in [0, b] of g(m) = delta for (a, b) = (p, 1 - p),
+  and r_hi = 1 + m/p;
+* lower bound: the same root for (a, b) = (1 - p, p), and r_lo = 1 - m/p,
+  which is exactly u2 = 1 - m/b below.
+
+g is convex, increasing on [0, b] and g(0) = 0. Newton's method runs on
+psi(x) = log g(m(x)) - log delta in the logit variable x = log(m / (b - m)),
+so that m = b sigmoid(x) and u2 = 1 - m/b = sigmoid(-x) are both exact, even
+for m near 0 (tiny p, tiny delta) or near b (close to saturation). In x both
+ends are logarithmic and psi is close to linear, from the Gaussian regime
+(g ~ m^2) to the Poisson tail (g ~ m log m). Every step is kept inside a
+bracket [x_lo, x_hi] that the iterates maintain; a step that leaves it is
+replaced by bisection.
+
+P(t, y) for y > t is evaluated as (t + y) f*(t / (t + y)) with the conjugate
+f*(v) = v f(1/v), so no argument of f or f* exceeds 2 and nothing overflows,
+whatever t is.
+"""
+
+import math
+
+from numba import prange, types
+
+from ._util import ClosedFormFn, GeneratorFn, jit
+
+# Status codes, one bit field per element.
+UPPER_SATURATED = 1
+LOWER_SATURATED = 2
+UPPER_FAILED = 4
+LOWER_FAILED = 8
+
+_MAX_ITER = 100
+_X_MIN = -1500.0  # m = b e^x underflows to 0 long before this
+_X_MAX = 745.0  # u2 = sigmoid(-x) underflows to 0 beyond this
+# Quadratic convergence: once a Newton step is below 1e-10 the next error is
+# about 1e-20, far below what float64 resolves.
+_STEP_TOL = 1e-10
+# A bracket this narrow in its effect fixes every float64 output; it ends the
+# iteration where psi is nearly flat (just short of saturation) and rounding
+# noise in g would keep Newton's steps from shrinking.
+_PINNED_M = 1e-16
+_PINNED_U2 = 1e-18
+
+
+@jit
+def _sigmoid_pair(x):
+    """(sigmoid(x), sigmoid(-x)), each to full relative precision."""
+    e = math.exp(-abs(x))
+    d = 1.0 + e
+    if x >= 0.0:
+        return 1.0 / d, e / d
+    return e / d, 1.0 / d
+
+
+@jit
+def perspective(t, y, f, f_conj, theta):
+    """t f(1 + y/t) for t >= 0 and y >= 0, without overflow."""
+    if y == 0.0:
+        return 0.0
+    if y <= t:
+        x = y / t
+        return t * f(1.0 + x, x, theta)
+    s = t + y
+    return s * f_conj(t / s, -y / s, theta)
+
+
+@jit
+def binary_value(a, b, m, u2, u2m1, f, f_conj, theta):
+    """g(m) = P(a, m) + b f(u2), given u2 = 1 - m/b and u2 - 1 = -m/b exactly."""
+    if m == 0.0:
+        return 0.0
+    return perspective(a, m, f, f_conj, theta) + b * f(u2, u2m1, theta)
+
+
+@jit
+def saturates(a, b, delta, f, f_conj, theta, f_at_zero):
+    """True where g(b) = P(a, b) + b f(0) <= delta: the margin reaches b."""
+    if f_at_zero == math.inf:
+        return False
+    return perspective(a, b, f, f_conj, theta) + b * f_at_zero <= delta
+
+
+@jit
+def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature):
+    """Largest m in [0, b] with g(m) <= delta.
+
+    Returns (m, u2, code) with u2 = 1 - m/b and code 0 (interior root),
+    1 (saturated: m = b) or 2 (no convergence in _MAX_ITER steps).
+    """
+    if b == 0.0:
+        return 0.0, 1.0, 0
+    if a == 0.0 and slope_at_inf == math.inf:
+        # P(0, m) = m f'(inf) is infinite for every m > 0
+        return 0.0, 1.0, 0
+    if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
+        return b, 0.0, 1
+
+    # Start from the local quadratic model g ~ f''(1) m^2 / (2 a b).
+    frac = math.sqrt(2.0 * delta * a / (curvature * b))
+    if frac != frac or frac >= 1.0:
+        x = 3.0
+    elif frac == 0.0:
+        x = 0.0
+    else:
+        x = math.log(frac) - math.log1p(-frac)
+
+    log_delta = math.log(delta)
+    x_lo = _X_MIN
+    x_hi = _X_MAX
+    hi_end_tried = False
+    for _ in range(_MAX_ITER):
+        s, sc = _sigmoid_pair(x)
+        m = b * s
+        g = binary_value(a, b, m, sc, -s, f, f_conj, theta)
+        if g == delta:
+            return m, sc, 0
+        if g < delta:
+            x_lo = x
+        else:
+            x_hi = x
+        width = x_hi - x_lo
+        # The root lies in [x_lo, x_hi]. Stop once that bracket pins every
+        # output: m to 1e-16 relative and u2 to 1e-18 absolute (m varies as
+        # dx * u2 and u2 as dx * m/b, within a factor e over a width < 1).
+        if width <= _STEP_TOL or (width < 1.0 and 3.0 * width * sc <= _PINNED_M
+                                  and 3.0 * width * s * sc <= _PINNED_U2):
+            return m, sc, 0
+        # Newton step on psi(x) = log g - log delta; d psi/dx = g'(m) m u2 / g.
+        if a == 0.0:
+            d1 = slope_at_inf
+        else:
+            x1 = m / a
+            d1 = df(1.0 + x1, x1, theta)
+        dpsi = (d1 - df(sc, -s, theta)) * m * sc / g
+        x_new = x + (log_delta - math.log(g)) / dpsi
+        if dpsi < math.inf and abs(x_new - x) <= _STEP_TOL:
+            # converged; rounding may put x_new a hair outside the bracket
+            s, sc = _sigmoid_pair(x_new)
+            return b * s, sc, 0
+        if not (x_lo < x_new < x_hi):  # also catches NaN
+            if x_new >= x_hi and x_hi == _X_MAX and not hi_end_tried:
+                # try the far end once: the root may be beyond float resolution
+                hi_end_tried = True
+                x_new = _X_MAX
+            else:
+                x_new = 0.5 * (x_lo + x_hi)
+        x = x_new
+    s, sc = _sigmoid_pair(x)
+    return b * s, sc, 2
+
+
+@jit
+def _ratio_bounds(p, pc, m_hi, code_hi, u2_lo, code_lo):
+    """Turn the two margins into ratio bounds and the status bit field."""
+    status = 0
+    if code_hi == 1:
+        upper = 1.0 / p
+        status |= UPPER_SATURATED
+    else:
+        upper = min(1.0 + m_hi / p, 1.0 / p)
+    if code_lo == 1:
+        lower = 0.0
+        status |= LOWER_SATURATED
+    else:
+        lower = u2_lo
+    if code_hi == 2:
+        status |= UPPER_FAILED
+    if code_lo == 2:
+        status |= LOWER_FAILED
+    return lower, upper, status
+
+
+_ROOT_SIG = types.void(
+    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
+    GeneratorFn, GeneratorFn, GeneratorFn, types.float64, types.float64, types.float64,
+    types.float64[::1], types.float64[::1], types.int8[::1],
+)
+
+
+@jit(_ROOT_SIG, parallel=True)
+def band_by_root(p, pc, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
+                 lower, upper, status):
+    """Bounds for every element by the safeguarded root finder."""
+    for i in prange(p.size):
+        pi = p[i]
+        qi = pc[i]
+        if pi == 0.0:
+            lower[i] = 0.0
+            upper[i] = math.inf
+            status[i] = UPPER_SATURATED | LOWER_SATURATED
+            continue
+        d = delta[i]
+        m_hi, _, code_hi = solve_margin(pi, qi, d, theta, f, df, f_conj,
+                                        f_at_zero, slope_at_inf, curvature)
+        _, u2_lo, code_lo = solve_margin(qi, pi, d, theta, f, df, f_conj,
+                                         f_at_zero, slope_at_inf, curvature)
+        lower[i], upper[i], status[i] = _ratio_bounds(pi, qi, m_hi, code_hi, u2_lo, code_lo)
+
+
+@jit
+def _closed_margin(a, b, delta, theta, f, f_conj, f_at_zero, closed):
+    if b == 0.0:
+        return 0.0, 1.0, 0
+    if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
+        return b, 0.0, 1
+    m = min(closed(a, b, delta, theta), b)
+    return m, (b - m) / b, 0
+
+
+_CLOSED_SIG = types.void(
+    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
+    GeneratorFn, GeneratorFn, types.float64, ClosedFormFn,
+    types.float64[::1], types.float64[::1], types.int8[::1],
+)
+
+
+@jit(_CLOSED_SIG, parallel=True)
+def band_by_closed_form(p, pc, delta, theta, f, f_conj, f_at_zero, closed, lower, upper, status):
+    """Bounds for every element from a closed-form margin."""
+    for i in prange(p.size):
+        pi = p[i]
+        qi = pc[i]
+        if pi == 0.0:
+            lower[i] = 0.0
+            upper[i] = math.inf
+            status[i] = UPPER_SATURATED | LOWER_SATURATED
+            continue
+        d = delta[i]
+        m_hi, _, code_hi = _closed_margin(pi, qi, d, theta, f, f_conj, f_at_zero, closed)
+        m_lo, u2_lo, code_lo = _closed_margin(qi, pi, d, theta, f, f_conj, f_at_zero, closed)
+        lower[i], upper[i], status[i] = _ratio_bounds(pi, qi, m_hi, code_hi, u2_lo, code_lo)
+
+
+_BINARY_SIG = types.void(
+    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
+    GeneratorFn, GeneratorFn, types.float64[::1],
+)
+
+
+@jit(_BINARY_SIG, parallel=True)
+def binary_divergence_kernel(p, pc, r, theta, f, f_conj, out):
+    """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p]."""
+    for i in prange(p.size):
+        pi = p[i]
+        qi = pc[i]
+        ri = r[i]
+        if pi == 0.0:
+            out[i] = 0.0
+            continue
+        m = pi * (ri - 1.0)
+        if m < 0.0:
+            # mirrored: (a, b) = (1 - p, p), and u2 = 1 - |m|/p is r itself
+            out[i] = binary_value(qi, pi, -m, ri, ri - 1.0, f, f_conj, theta)
+        elif m >= qi:
+            out[i] = binary_value(pi, qi, qi, 0.0, -1.0, f, f_conj, theta)
+        else:
+            out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, f, f_conj, theta)

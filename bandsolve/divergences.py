@@ -1,0 +1,269 @@
+"""Divergences as data: one small declarative object each, and the registry.
+
+A :class:`Divergence` holds its generator f (normalised to f(1) = f'(1) = 0),
+the derivative f' the root finder needs, the conjugate f*(v) = v f(1/v) that
+keeps the binary divergence free of overflow, the edge values f(0) and
+f'(inf) that decide saturation and the p -> 1 limit, f''(1) for the starting
+point, and, where one exists, a closed-form margin. Backends consume these
+fields; none of them looks at a divergence's name.
+
+Built in, by name: ``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
+``hellinger``, ``js``, and the Amari family ``alpha:<a>`` (or
+:func:`alpha_divergence`). Define your own with :meth:`Divergence.from_generator`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from types import MappingProxyType
+from typing import Callable, Mapping, Optional
+
+import numba
+
+from ._kernels import _closed_forms as cf
+from ._kernels import _generators as gen
+from ._kernels._util import GENERATOR_SIG
+
+__all__ = ["Divergence", "BUILTIN_DIVERGENCES", "alpha_divergence", "get_divergence"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    """One f-divergence D_f(P||Q) = sum_b Q(b) f(P(b)/Q(b)), as data.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, e.g. ``"kl"`` or ``"alpha:0.5"``.
+    formula : str
+        The generator in words, for tables and docs.
+    f, df : numba function, signature ``(u, u - 1, parameter) -> float``
+        Generator and its derivative, both given u and u - 1 exactly.
+    f_conjugate : numba function, same signature
+        f*(v) = v f(1/v), evaluated for v in [0, 1/2].
+    f_at_zero : float
+        f(0) = lim_{u -> 0} f(u), possibly inf. Finite values allow saturation.
+    slope_at_infinity : float
+        f'(inf) = lim_{u -> inf} f(u)/u, possibly inf. Governs p = 1.
+    curvature_at_one : float
+        f''(1); the root finder's starting point uses it.
+    parameter : float
+        Passed to f, df and f_conjugate as their third argument.
+    upper_margin : numba function or None
+        Closed form ``(a, b, delta, parameter) -> margin``; None means the
+        root finder is used.
+    """
+
+    name: str
+    formula: str
+    f: Callable
+    df: Callable
+    f_conjugate: Callable
+    f_at_zero: float
+    slope_at_infinity: float
+    curvature_at_one: float
+    parameter: float = 0.0
+    upper_margin: Optional[Callable] = None
+
+    @property
+    def has_closed_form(self) -> bool:
+        return self.upper_margin is not None
+
+    def without_closed_form(self) -> "Divergence":
+        """The same divergence, solved by the generic root finder."""
+        return dataclasses.replace(self, upper_margin=None, name=self.name + "[root]")
+
+    def generator(self, u: float) -> float:
+        """f(u) for a Python float (convenience; backends call ``f`` directly)."""
+        return self.f(float(u), float(u) - 1.0, self.parameter)
+
+    @classmethod
+    def from_generator(
+        cls,
+        name: str,
+        f: Callable[[float], float],
+        *,
+        df: Optional[Callable[[float], float]] = None,
+        f_at_zero: Optional[float] = None,
+        slope_at_infinity: Optional[float] = None,
+        curvature_at_one: Optional[float] = None,
+        formula: str = "user-defined",
+    ) -> "Divergence":
+        """A divergence from its generator f, solved by the generic root finder.
+
+        Parameters
+        ----------
+        f : callable u -> float
+            Convex on [0, inf) with f(1) = 0, written so numba can compile it
+            (``math`` functions, arithmetic). A linear term c (u - 1) is
+            allowed and removed: it does not change the divergence.
+        df : callable, optional
+            f'(u). Without it a central difference is used (about 1e-10
+            relative), which Newton's method tolerates.
+        f_at_zero, slope_at_infinity : float, optional
+            f(0) and lim f(u)/u. By default f(0) is evaluated and the slope is
+            estimated from f(u)/u at u = 1e12 and 1e15 (taken as inf if those
+            differ by more than 1e-3 relative). Pass them when you know them.
+        curvature_at_one : float, optional
+            f''(1), used only for the starting point (default: estimated).
+
+        Accuracy depends on how f is written: a formula that cancels near
+        u = 1 limits the bounds to the digits f keeps there.
+
+        Raises
+        ------
+        ValueError
+            If f(1) is not 0, or f(0) cannot be evaluated (NaN).
+        TypeError
+            If numba cannot compile f.
+        """
+        f_user = f if isinstance(f, numba.core.dispatcher.Dispatcher) else numba.njit(f)
+        try:
+            f_one = float(f_user(1.0))
+        except Exception as exc:  # numba's typing errors are varied
+            raise TypeError(f"numba could not compile the generator of {name!r}: {exc}") from exc
+        h = 1e-5
+        scale = max(abs(float(f_user(1.0 + h))), abs(float(f_user(1.0 - h))), 1e-300)
+        if abs(f_one) > 1e-12 * max(1.0, scale / h**2):
+            raise ValueError(f"a generator must satisfy f(1) = 0, but {name!r} has f(1) = {f_one}")
+        if df is None:
+            slope_one = (float(f_user(1.0 + h)) - float(f_user(1.0 - h))) / (2 * h)
+            df_user = None
+        else:
+            df_user = df if isinstance(df, numba.core.dispatcher.Dispatcher) else numba.njit(df)
+            slope_one = float(df_user(1.0))
+
+        @numba.njit(GENERATOR_SIG, error_model="numpy")
+        def f_norm(u, x, theta):
+            return f_user(u) - slope_one * x
+
+        if df_user is not None:
+            @numba.njit(GENERATOR_SIG, error_model="numpy")
+            def df_norm(u, x, theta):
+                return df_user(u) - slope_one
+        else:
+            @numba.njit(GENERATOR_SIG, error_model="numpy")
+            def df_norm(u, x, theta):
+                step = 1e-6 * max(u, 1.0)
+                if u < 2.0 * step:  # forward difference near the edge u = 0
+                    return (f_user(u + step) - f_user(u)) / step - slope_one
+                return (f_user(u + step) - f_user(u - step)) / (2.0 * step) - slope_one
+
+        if f_at_zero is None:
+            f_at_zero = float(f_norm(0.0, -1.0, 0.0))
+            if math.isnan(f_at_zero):
+                raise ValueError(f"f(0) of {name!r} evaluates to NaN; pass f_at_zero explicitly")
+        if slope_at_infinity is None:
+            s12 = float(f_norm(1e12, 1e12, 0.0)) / 1e12
+            s15 = float(f_norm(1e15, 1e15, 0.0)) / 1e15
+            close = math.isfinite(s15) and abs(s15 - s12) <= 1e-3 * max(abs(s15), 1e-300)
+            slope_at_infinity = s15 if close else math.inf
+        if curvature_at_one is None:
+            c = (float(f_norm(1 + h, h, 0.0)) + float(f_norm(1 - h, -h, 0.0))) / h**2
+            curvature_at_one = c if math.isfinite(c) and c > 0 else 1.0
+        slope_inf = float(slope_at_infinity)
+
+        @numba.njit(GENERATOR_SIG, error_model="numpy")
+        def f_conj(v, x, theta):
+            if v == 0.0:
+                return slope_inf
+            return v * f_norm(1.0 / v, -x / v, theta)
+
+        return cls(
+            name=name, formula=formula, f=f_norm, df=df_norm, f_conjugate=f_conj,
+            f_at_zero=float(f_at_zero), slope_at_infinity=slope_inf,
+            curvature_at_one=float(curvature_at_one),
+        )
+
+
+def alpha_divergence(a: float) -> Divergence:
+    """The Amari alpha-divergence, f(u) = (u^a - 1 - a (u - 1)) / (a (a - 1)).
+
+    ``a -> 0`` gives kl, ``a -> 1`` gives rkl, and ``a = 2`` gives chi2 / 2.
+
+    Raises
+    ------
+    ValueError
+        If a is 0, 1, or not finite (use ``"kl"`` / ``"rkl"`` for the limits).
+    """
+    try:
+        a = float(a)
+    except (TypeError, ValueError):
+        raise TypeError(f"the alpha parameter must be a real number (got {a!r})") from None
+    if not math.isfinite(a) or a in (0.0, 1.0):
+        raise ValueError(
+            f"the alpha parameter must be finite and not 0 or 1 (got {a}); "
+            "use divergence='kl' for a -> 0 and 'rkl' for a -> 1"
+        )
+    return Divergence(
+        name=f"alpha:{a:g}",
+        formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",
+        f=gen.alpha_f, df=gen.alpha_df, f_conjugate=gen.alpha_conjugate_f,
+        f_at_zero=1.0 / a if a > 0 else math.inf,
+        slope_at_infinity=1.0 / (1.0 - a) if a < 1 else math.inf,
+        curvature_at_one=1.0,
+        parameter=a,
+    )
+
+
+_INF = math.inf
+_LOG2 = math.log(2.0)
+
+BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType({
+    d.name: d
+    for d in (
+        Divergence("kl", "u - 1 - log u", gen.kl_f, gen.kl_df, gen.rkl_f,
+                   f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=1.0),
+        Divergence("rkl", "u log u - u + 1", gen.rkl_f, gen.rkl_df, gen.kl_f,
+                   f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=1.0),
+        Divergence("tv", "|u - 1| / 2", gen.tv_f, gen.tv_df, gen.tv_f,
+                   f_at_zero=0.5, slope_at_infinity=0.5, curvature_at_one=0.0,
+                   upper_margin=cf.tv_upper),
+        Divergence("chi2", "(u - 1)^2", gen.chi2_f, gen.chi2_df, gen.neyman_f,
+                   f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=2.0,
+                   upper_margin=cf.chi2_upper),
+        Divergence("neyman_chi2", "(u - 1)^2 / u", gen.neyman_f, gen.neyman_df, gen.chi2_f,
+                   f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=2.0,
+                   upper_margin=cf.neyman_upper),
+        Divergence("hellinger", "(sqrt(u) - 1)^2", gen.hellinger_f, gen.hellinger_df,
+                   gen.hellinger_f, f_at_zero=1.0, slope_at_infinity=1.0,
+                   curvature_at_one=0.5, upper_margin=cf.hellinger_upper),
+        Divergence("js", "(u log u - (1 + u) log((1 + u)/2)) / 2", gen.js_f, gen.js_df,
+                   gen.js_f, f_at_zero=_LOG2 / 2, slope_at_infinity=_LOG2 / 2,
+                   curvature_at_one=0.25),
+    )
+})
+
+
+def get_divergence(spec) -> Divergence:
+    """Resolve a registry name, ``"alpha:<a>"``, or a :class:`Divergence`.
+
+    Raises
+    ------
+    ValueError
+        For an unknown name (the message lists the known ones), or ``"alpha"``
+        without a parameter.
+    TypeError
+        For anything that is neither a string nor a Divergence.
+    """
+    if isinstance(spec, Divergence):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"divergence must be a name or a Divergence (got {type(spec).__name__})")
+    name = spec.strip().lower()
+    if name in BUILTIN_DIVERGENCES:
+        return BUILTIN_DIVERGENCES[name]
+    if name.startswith("alpha"):
+        head, sep, value = name.partition(":")
+        if head == "alpha" and sep and value:
+            try:
+                a = float(value)
+            except ValueError:
+                raise ValueError(f"cannot read the alpha parameter in {spec!r}") from None
+            return alpha_divergence(a)
+        if head == "alpha":
+            raise ValueError("the alpha divergence needs its parameter: write 'alpha:0.5' "
+                             "or pass bandsolve.alpha_divergence(0.5)")
+    known = ", ".join(sorted(BUILTIN_DIVERGENCES)) + ", alpha:<a>"
+    raise ValueError(f"unknown divergence {spec!r}; known: {known}")

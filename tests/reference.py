@@ -1,0 +1,130 @@
+"""An independent mpmath reference for the band, at 60 significant digits.
+
+It shares no code with bandsolve: its own generators, written from their
+textbook formulas, and bisection in mpmath on the ratio itself. Bisection is
+slow but cannot be wrong about which side of the root it is on.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import mpmath as mp
+
+DPS = 60
+_BISECTIONS = 110  # the logit variable's bracket [-3000, 3000] shrinks to 1e-30
+
+
+def _xlogx(u):
+    return mp.mpf(0) if u == 0 else u * mp.log(u)
+
+
+def generator(name: str):
+    """(f, f'(inf)) in mpmath for a bandsolve divergence name."""
+    if name.startswith("alpha:"):
+        a = mp.mpf(name.split(":")[1])
+
+        def f(u):
+            if u == 0:
+                return 1 / a if a > 0 else mp.inf
+            return (u**a - 1 - a * (u - 1)) / (a * (a - 1))
+
+        return f, (1 / (1 - a) if a < 1 else mp.inf)
+    table = {
+        "kl": (lambda u: u - 1 - mp.log(u) if u > 0 else mp.inf, mp.mpf(1)),
+        "rkl": (lambda u: _xlogx(u) - u + 1, mp.inf),
+        "tv": (lambda u: abs(u - 1) / 2, mp.mpf(1) / 2),
+        "chi2": (lambda u: (u - 1) ** 2, mp.inf),
+        "neyman_chi2": (lambda u: (u - 1) ** 2 / u if u > 0 else mp.inf, mp.mpf(1)),
+        "hellinger": (lambda u: (mp.sqrt(u) - 1) ** 2, mp.mpf(1)),
+        "js": (lambda u: (_xlogx(u) - (1 + u) * mp.log((1 + u) / 2)) / 2, mp.log(2) / 2),
+    }
+    return table[name]
+
+
+def binary(name: str, p, pc, r, u2=None):
+    """g_f(p, r) at 60 digits, given p and 1 - p separately.
+
+    ``u2 = (1 - p r) / (1 - p)`` may be passed where it is known exactly: p
+    itself rounds to 1 at 60 digits once 1 - p < 1e-60.
+    """
+    f, slope_inf = generator(name)
+    if pc == 0:
+        return f(r) + (1 - r) * slope_inf if r < 1 else f(r)
+    if u2 is None:
+        u2 = 1 - p * (r - 1) / pc
+    return p * f(r) + pc * f(u2)
+
+
+@functools.lru_cache(maxsize=None)
+def _bound(name: str, p, pc, delta, side: str):
+    delta = mp.mpf(delta)
+    if p == 0:
+        return (mp.inf if side == "upper" else mp.mpf(0)), True
+    if side == "upper":
+        if pc == 0:
+            return mp.mpf(1), False
+
+        def point(x):  # r = 1 + (pc/p) sigmoid(x), u2 = sigmoid(-x)
+            return 1 + (pc / p) / (1 + mp.exp(-x)), 1 / (1 + mp.exp(x))
+
+        end = (1 / p, mp.mpf(0))
+    else:
+
+        def point(x):  # r = sigmoid(-x), u2 = 1 + (p/pc) sigmoid(x)
+            if pc == 0:
+                return 1 / (1 + mp.exp(x)), None
+            return 1 / (1 + mp.exp(x)), 1 + (p / pc) / (1 + mp.exp(-x))
+
+        end = (mp.mpf(0), None if pc == 0 else 1 / pc)
+
+    if binary(name, p, pc, *end) <= delta:
+        return end[0], True
+    lo, hi = mp.mpf(-3000), mp.mpf(3000)
+    for _ in range(_BISECTIONS):
+        mid = (lo + hi) / 2
+        if binary(name, p, pc, *point(mid)) <= delta:
+            lo = mid
+        else:
+            hi = mid
+    return point((lo + hi) / 2)[0], False
+
+
+def bound(name: str, p: float, delta: float, side: str, *, from_logp: bool = False):
+    """(exact bound, saturated?) for a float64 input p (or logp), at 60 digits."""
+    with mp.workdps(DPS):
+        if from_logp:
+            x = mp.mpf(p)
+            pp, pc = mp.exp(x), -mp.expm1(x)
+        else:
+            pp = mp.mpf(p)
+            pc = 1 - pp
+        return _bound(name, pp, pc, mp.mpf(delta), side)
+
+
+def saturation_gap(name: str, p: float, delta: float, side: str) -> float:
+    """(g at the simplex end - delta) / delta: how far from the saturation threshold."""
+    with mp.workdps(DPS):
+        pp = mp.mpf(p)
+        pc = 1 - pp
+        if pp == 0:
+            return float("inf")
+        end = (1 / pp, mp.mpf(0)) if side == "upper" else (mp.mpf(0), 1 / pc if pc else None)
+        return float((binary(name, pp, pc, *end) - delta) / delta)
+
+
+EPS = 2.220446049250313e-16
+
+
+def tolerance(r_true) -> float:
+    """The issue's bound: max(1e-12 min(r, |r - 1|), 4 eps max(r, 1))."""
+    r = mp.mpf(r_true)
+    return float(max(mp.mpf("1e-12") * min(r, abs(r - 1)), 4 * EPS * max(r, 1)))
+
+
+def error_ratio(value: float, r_true) -> float:
+    """|value - r_true| / tolerance; <= 1 passes."""
+    if mp.isinf(r_true):
+        return 0.0 if value == float("inf") else float("inf")
+    with mp.workdps(DPS):
+        return float(abs(mp.mpf(value) - r_true)) / tolerance(r_true)
