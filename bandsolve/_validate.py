@@ -1,7 +1,8 @@
 """Input checks shared by every backend.
 
 Each check names the parameter, says how many elements fail and where the
-first one is, and what is expected, so a bad batch is easy to trace.
+first one is, and what is expected, so a bad batch is easy to trace. The
+element checks run as one numba pass (``_kernels._scan``).
 """
 
 from __future__ import annotations
@@ -10,8 +11,12 @@ import math
 
 import numpy as np
 
+from ._kernels import _scan
+
+_FLOAT_MAX = float(np.finfo(np.float64).max)
+
 __all__ = ["as_real_array", "check_probability", "check_log_probability",
-           "check_delta", "check_max_ratio", "broadcast_flat"]
+           "check_delta", "check_max_ratio", "check_ratio", "flat_operands"]
 
 
 def as_real_array(value, name: str) -> np.ndarray:
@@ -27,52 +32,71 @@ def as_real_array(value, name: str) -> np.ndarray:
         raise TypeError(f"{name} must be a real number or an array of them ({exc})") from exc
     kind = arr.dtype.kind
     if kind not in "iuf":
-        raise TypeError(
-            f"{name} must be a real number or an array of real numbers "
-            f"(got dtype {arr.dtype}{' (booleans are not probabilities)' if kind == 'b' else ''})"
-        )
+        hint = " (booleans are not numbers here)" if kind == "b" else ""
+        raise TypeError(f"{name} must be a real number or an array of real numbers "
+                        f"(got dtype {arr.dtype}{hint})")
     return arr.astype(np.float64, copy=False)
 
 
-def _report(arr: np.ndarray, bad: np.ndarray, name: str, what: str) -> None:
-    count = int(np.count_nonzero(bad))
-    if count == 0:
-        return
-    flat_index = int(np.flatnonzero(bad)[0])
+def _raise(arr: np.ndarray, count: int, flat_index: int, name: str, what: str):
     if arr.ndim == 0:
-        where = f"got {arr[()]!r}"
+        where = f"got {float(arr)!r}"
     else:
-        index = np.unravel_index(flat_index, arr.shape)
-        where = (f"{count} of {arr.size} elements, the first at index "
-                 f"{tuple(int(i) for i in index)} (value {arr.flat[flat_index]!r})")
+        index = tuple(int(i) for i in np.unravel_index(flat_index, arr.shape))
+        where = (f"{count} of {arr.size} elements, the first at index {index} "
+                 f"(value {float(arr.flat[flat_index])!r})")
     raise ValueError(f"{name} {what}: {where}")
 
 
-def _check_finite(arr: np.ndarray, name: str) -> None:
-    _report(arr, np.isnan(arr), name, "contains NaN")
-    _report(arr, np.isinf(arr), name, "contains inf")
+def _check(arr, name, low, high, low_inclusive, high_inclusive, messages):
+    """Scan once; raise for the first kind of failure that has a message."""
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    finite_high = high if high < math.inf else _FLOAT_MAX  # so that inf is caught
+    if high_inclusive and _scan.count_outside(flat, low, finite_high, low_inclusive) == 0:
+        return
+    result = _scan.scan(flat, low, high, low_inclusive, high_inclusive)
+    # kinds that share a message (below and above a range) are reported together
+    for what in dict.fromkeys(messages.values()):
+        kinds = [k for k, m in messages.items() if m == what and result[k, 0]]
+        if kinds:
+            count = int(sum(result[k, 0] for k in kinds))
+            first = int(min(result[k, 1] for k in kinds))
+            _raise(arr, count, first, name, what)
 
 
 def check_probability(p, name: str = "p") -> np.ndarray:
     arr = as_real_array(p, name)
-    _check_finite(arr, name)
-    _report(arr, (arr < 0.0) | (arr > 1.0), name, "must lie in [0, 1]")
+    _check(arr, name, 0.0, 1.0, True, True, {
+        _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
+        _scan.NEG_INF: "contains -inf", _scan.BELOW: "must lie in [0, 1]",
+        _scan.ABOVE: "must lie in [0, 1]"})
     return arr
 
 
 def check_log_probability(logp, name: str = "logp") -> np.ndarray:
+    """log p in [-inf, 0]; -inf is log 0, a valid probability of zero."""
     arr = as_real_array(logp, name)
-    _report(arr, np.isnan(arr), name, "contains NaN")
-    _report(arr, np.isposinf(arr), name, "contains +inf")
-    _report(arr, arr > 0.0, name, "must be <= 0 (a log-probability)")
-    # -inf is log 0, a valid probability of zero
+    _check(arr, name, -math.inf, 0.0, True, True, {
+        _scan.NAN: "contains NaN", _scan.POS_INF: "contains +inf",
+        _scan.ABOVE: "must be <= 0 (a log-probability)"})
     return arr
 
 
 def check_delta(delta, name: str = "delta") -> np.ndarray:
     arr = as_real_array(delta, name)
-    _check_finite(arr, name)
-    _report(arr, arr <= 0.0, name, "must be positive (the trust-region radius)")
+    _check(arr, name, 0.0, math.inf, False, True, {
+        _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
+        _scan.NEG_INF: "must be positive (the trust-region radius)",
+        _scan.BELOW: "must be positive (the trust-region radius)"})
+    return arr
+
+
+def check_ratio(r, name: str = "r") -> np.ndarray:
+    arr = as_real_array(r, name)
+    _check(arr, name, 0.0, math.inf, True, True, {
+        _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
+        _scan.NEG_INF: "must be >= 0 (a ratio of probabilities)",
+        _scan.BELOW: "must be >= 0 (a ratio of probabilities)"})
     return arr
 
 
@@ -89,15 +113,24 @@ def check_max_ratio(max_ratio) -> float:
     return value
 
 
-def broadcast_flat(*arrays: np.ndarray):
-    """Broadcast like a ufunc; return the shape and contiguous flat copies."""
+def flat_operands(x: np.ndarray, y: np.ndarray):
+    """Broadcast two operands like a ufunc, for the elementwise kernels.
+
+    Returns the result shape and two contiguous, writable float64 vectors;
+    an operand that is a single value stays of length 1 (the kernels reuse
+    it) instead of being copied out to the full size.
+    """
     try:
-        shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        shape = np.broadcast_shapes(x.shape, y.shape)
     except ValueError:
-        shapes = ", ".join(str(a.shape) for a in arrays)
-        raise ValueError(f"the inputs do not broadcast together: shapes {shapes}") from None
-    # The kernels take writable contiguous float64 (numba types read-only arrays
-    # apart); np.require copies only where a broadcast view is not that already.
-    flats = tuple(np.require(np.broadcast_to(a, shape), np.float64, ["C", "W"]).ravel()
-                  for a in arrays)
-    return shape, flats
+        raise ValueError(f"the inputs do not broadcast together: shapes {x.shape} and "
+                         f"{y.shape}") from None
+
+    def flat(a):
+        if a.size == 1:
+            return np.array(a, dtype=np.float64).reshape(1)
+        # numba types read-only arrays apart: np.require copies only where
+        # the view is not already contiguous and writable
+        return np.require(np.broadcast_to(a, shape), np.float64, ["C", "W"]).reshape(-1)
+
+    return shape, flat(x), flat(y)

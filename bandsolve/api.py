@@ -15,29 +15,25 @@ class BandSolveError(RuntimeError):
     """The root finder did not converge for some elements (a bug: please report)."""
 
 
-def _solve(p: np.ndarray, pc: np.ndarray, delta: np.ndarray, div: Divergence):
-    n = p.size
+def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Divergence,
+           max_ratio: float):
+    n = int(np.prod(shape, dtype=np.int64))
     lower = np.empty(n)
     upper = np.empty(n)
-    status = np.zeros(n, dtype=np.int8)
-    if n:
-        if div.upper_margin is not None:
-            _solver.band_by_closed_form(p, pc, delta, div.parameter, div.f, div.f_conjugate,
-                                        div.f_at_zero, div.upper_margin, lower, upper, status)
-        else:
-            _solver.band_by_root(p, pc, delta, div.parameter, div.f, div.df, div.f_conjugate,
-                                 div.f_at_zero, div.slope_at_infinity, div.curvature_at_one,
-                                 lower, upper, status)
-    failed = (status & (_solver.UPPER_FAILED | _solver.LOWER_FAILED)) != 0
-    if failed.any():
-        i = int(np.flatnonzero(failed)[0])
-        raise BandSolveError(
-            f"{div.name}: the root finder did not converge for {int(failed.sum())} elements; "
-            f"first at flat index {i} (p = {p[i]!r}, 1 - p = {pc[i]!r}, delta = {delta[i]!r})")
-    return lower, upper
-
-
-def _finish(shape, lower, upper, max_ratio):
+    if n and div.margins is not None:
+        _solver.band_by_closed_form(x, from_logp, delta, div.parameter, div.margins,
+                                    lower, upper)
+    elif n:
+        failures = _solver.band_by_root(x, from_logp, delta, div.parameter, div.f, div.df,
+                                        div.f_conjugate, div.f_at_zero, div.slope_at_infinity,
+                                        div.curvature_at_one, lower, upper)
+        if failures:
+            i = int(np.flatnonzero(np.isnan(lower) | np.isnan(upper))[0])
+            name = "log p" if from_logp else "p"
+            raise BandSolveError(
+                f"{div.name}: the root finder did not converge for {failures} bounds; "
+                f"the first at flat index {i} ({name} = {x[i if x.size > 1 else 0]!r}, "
+                f"delta = {delta[i if delta.size > 1 else 0]!r})")
     if max_ratio != np.inf:
         np.minimum(upper, max_ratio, out=upper)
     return lower.reshape(shape), upper.reshape(shape)
@@ -100,9 +96,8 @@ def band(p, delta, divergence="kl", *, max_ratio=None):
     p_arr = _validate.check_probability(p)
     delta_arr = _validate.check_delta(delta)
     cap = _validate.check_max_ratio(max_ratio)
-    shape, (p_flat, delta_flat) = _validate.broadcast_flat(p_arr, delta_arr)
-    lower, upper = _solve(p_flat, 1.0 - p_flat, delta_flat, div)
-    return _finish(shape, lower, upper, cap)
+    shape, p_flat, delta_flat = _validate.flat_operands(p_arr, delta_arr)
+    return _solve(p_flat, False, delta_flat, shape, div, cap)
 
 
 def band_from_logp(logp, delta, divergence="kl", *, max_ratio=None):
@@ -134,11 +129,8 @@ def band_from_logp(logp, delta, divergence="kl", *, max_ratio=None):
     logp_arr = _validate.check_log_probability(logp)
     delta_arr = _validate.check_delta(delta)
     cap = _validate.check_max_ratio(max_ratio)
-    shape, (logp_flat, delta_flat) = _validate.broadcast_flat(logp_arr, delta_arr)
-    # 0.0 - expm1 turns expm1(-0.0) = -0.0 into +0.0: a signed zero would make
-    # 1/(1 - p) = -inf at p = 1
-    lower, upper = _solve(np.exp(logp_flat), 0.0 - np.expm1(logp_flat), delta_flat, div)
-    return _finish(shape, lower, upper, cap)
+    shape, logp_flat, delta_flat = _validate.flat_operands(logp_arr, delta_arr)
+    return _solve(logp_flat, True, delta_flat, shape, div, cap)
 
 
 def binary_divergence(p, r, divergence="kl"):
@@ -167,17 +159,26 @@ def binary_divergence(p, r, divergence="kl"):
     """
     div = get_divergence(divergence)
     p_arr = _validate.check_probability(p)
-    r_arr = _validate.as_real_array(r, "r")
-    _validate._check_finite(r_arr, "r")
-    shape, (p_flat, r_flat) = _validate.broadcast_flat(p_arr, r_arr)
-    _validate._report(r_flat.reshape(shape), (r_flat < 0.0).reshape(shape), "r",
-                      "must be >= 0 (a ratio of probabilities)")
-    q = p_flat * r_flat
-    _validate._report(r_flat.reshape(shape), (q > 1.0 + 4 * np.finfo(float).eps).reshape(shape),
-                      "r", "must be <= 1/p (the new probability p r cannot exceed 1)")
-    r_flat = np.where(q > 1.0, 1.0 / np.where(p_flat > 0, p_flat, 1.0), r_flat)
-    out = np.empty(p_flat.size)
-    if p_flat.size:
-        _solver.binary_divergence_kernel(p_flat, 1.0 - p_flat, np.ascontiguousarray(r_flat),
-                                         div.parameter, div.f, div.f_conjugate, out)
+    r_arr = _validate.check_ratio(r)
+    shape, p_flat, r_flat = _validate.flat_operands(p_arr, r_arr)
+    n = int(np.prod(shape, dtype=np.int64))
+    out = np.empty(n)
+    if n:
+        p_full = np.broadcast_to(p_arr, shape)
+        r_full = np.broadcast_to(r_arr, shape)
+        q = p_full * r_full
+        # p r may exceed 1 by rounding when r = 1/p was computed in floating point
+        too_big = q > 1.0 + 4 * np.finfo(np.float64).eps
+        if too_big.any():
+            i = int(np.flatnonzero(too_big)[0])
+            index = np.unravel_index(i, shape) if shape else ()
+            raise ValueError(
+                f"r must be <= 1/p (the new probability p r cannot exceed 1): "
+                f"{int(too_big.sum())} of {n} elements, the first at index {tuple(map(int, index))} "
+                f"(p = {float(p_full.flat[i])!r}, r = {float(r_full.flat[i])!r})")
+        if (q > 1.0).any():
+            r_flat = np.require(np.where(q > 1.0, 1.0 / np.where(p_full > 0, p_full, 1.0),
+                                         r_full), np.float64, ["C", "W"]).reshape(-1)
+        _solver.binary_divergence_kernel(p_flat, r_flat, div.parameter, div.f,
+                                         div.f_conjugate, out)
     return out.reshape(shape)

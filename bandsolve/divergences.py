@@ -50,9 +50,9 @@ class Divergence:
         f''(1); the root finder's starting point uses it.
     parameter : float
         Passed to f, df and f_conjugate as their third argument.
-    upper_margin : numba function or None
-        Closed form ``(a, b, delta, parameter) -> margin``; None means the
-        root finder is used.
+    margins : numba function or None
+        Closed form ``(p, 1 - p, delta, parameter) -> (upper margin, lower
+        margin)`` in probability; None means the root finder is used.
     """
 
     name: str
@@ -64,15 +64,15 @@ class Divergence:
     slope_at_infinity: float
     curvature_at_one: float
     parameter: float = 0.0
-    upper_margin: Optional[Callable] = None
+    margins: Optional[Callable] = None
 
     @property
     def has_closed_form(self) -> bool:
-        return self.upper_margin is not None
+        return self.margins is not None
 
     def without_closed_form(self) -> "Divergence":
         """The same divergence, solved by the generic root finder."""
-        return dataclasses.replace(self, upper_margin=None, name=self.name + "[root]")
+        return dataclasses.replace(self, margins=None, name=self.name + "[root]")
 
     def generator(self, u: float) -> float:
         """f(u) for a Python float (convenience; backends call ``f`` directly)."""
@@ -219,16 +219,16 @@ BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType({
                    f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=1.0),
         Divergence("tv", "|u - 1| / 2", gen.tv_f, gen.tv_df, gen.tv_f,
                    f_at_zero=0.5, slope_at_infinity=0.5, curvature_at_one=0.0,
-                   upper_margin=cf.tv_upper),
+                   margins=cf.tv_margins),
         Divergence("chi2", "(u - 1)^2", gen.chi2_f, gen.chi2_df, gen.neyman_f,
                    f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=2.0,
-                   upper_margin=cf.chi2_upper),
+                   margins=cf.chi2_margins),
         Divergence("neyman_chi2", "(u - 1)^2 / u", gen.neyman_f, gen.neyman_df, gen.chi2_f,
                    f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=2.0,
-                   upper_margin=cf.neyman_upper),
+                   margins=cf.neyman_margins),
         Divergence("hellinger", "(sqrt(u) - 1)^2", gen.hellinger_f, gen.hellinger_df,
                    gen.hellinger_f, f_at_zero=1.0, slope_at_infinity=1.0,
-                   curvature_at_one=0.5, upper_margin=cf.hellinger_upper),
+                   curvature_at_one=0.5, margins=cf.hellinger_margins),
         Divergence("js", "(u log u - (1 + u) log((1 + u)/2)) / 2", gen.js_f, gen.js_df,
                    gen.js_f, f_at_zero=_LOG2 / 2, slope_at_infinity=_LOG2 / 2,
                    curvature_at_one=0.25),

@@ -1,11 +1,11 @@
-"""Closed-form upper margins for the divergences that have one.
+"""Closed-form margins for the divergences that have one.
 
-Each returns the margin m = q - a in probability space for the pair
-(a, b) = (p, 1 - p): the largest m in [0, b] with g(m) <= delta, where
-g(m) = a f(1 + m/a) + b f(1 - m/b). The lower bound is the same function with
-a and b swapped (see ``_solver``). Saturation (m = b) is decided by the
-caller from the divergence's f(0), identically for every backend; these
-formulas are only evaluated where the band is not saturated, and they are
+Each returns both margins in probability space for (p, 1 - p) = (a, b):
+the upper margin m_hi, the largest m in [0, b] with g(m) <= delta, where
+g(m) = a f(1 + m/a) + b f(1 - m/b), and the lower margin m_lo, the same for
+(b, a) (the mirror image; r_lo = 1 - m_lo/p). A margin equal to its end
+(b, resp. a) means saturation, which each formula reaches exactly by itself.
+The two share most of their work, hence one function for both. Everything is
 written so that nothing cancels when a or b is small.
 """
 
@@ -15,42 +15,56 @@ from ._util import closed_form
 
 
 @closed_form
-def tv_upper(a, b, delta, theta):
-    # g(m) = m
-    return min(delta, b)
+def tv_margins(a, b, delta, theta):
+    # g(m) = |m|
+    return min(delta, b), min(delta, a)
 
 
 @closed_form
-def chi2_upper(a, b, delta, theta):
-    # g(m) = m^2 / (a b)
-    return min(math.sqrt(delta * a) * math.sqrt(b), b)
+def chi2_margins(a, b, delta, theta):
+    # g(m) = m^2 / (a b); separate square roots keep delta a b from
+    # underflowing when a or b is tiny or subnormal
+    m = math.sqrt(delta) * math.sqrt(a) * math.sqrt(b)
+    return min(m, b), min(m, a)
 
 
 @closed_form
-def neyman_upper(a, b, delta, theta):
+def neyman_margins(a, b, delta, theta):
     # g(m) = m^2 / (q (1 - q)), q = a + m: (1 + d) m^2 - d (b - a) m - d a b = 0,
-    # with discriminant d (d + 4ab) since (b - a)^2 + 4ab = 1.
+    # with discriminant d (d + 4ab) since (b - a)^2 + 4ab = 1. Of the two
+    # roots' formulas, the one whose terms do not cancel is used for each.
     root = math.sqrt(delta) * math.sqrt(delta + 4.0 * a * b)
-    if b >= a:
-        return (delta * (b - a) + root) / (2.0 * (1.0 + delta))
-    # the two terms above would cancel: use the product of the roots instead
-    return 2.0 * delta * a * b / (root + delta * (a - b))
+    direct_hi = (delta * (b - a) + root) / (2.0 * (1.0 + delta))
+    direct_lo = (delta * (a - b) + root) / (2.0 * (1.0 + delta))
+    # the smaller of a, b multiplies last, so a subnormal one does not underflow
+    if b >= a:  # the upper formula adds, the lower one would cancel
+        return direct_hi, (2.0 * delta * b / (root + delta * (b - a))) * a
+    return (2.0 * delta * a / (root + delta * (a - b))) * b, direct_lo
 
 
 @closed_form
-def hellinger_upper(a, b, delta, theta):
-    # With t = angle of sqrt(a), w = arccos(1 - delta/2): q = sin^2(t + w), so
-    # m = sin^2(t + w) - sin^2(t) = sin(w) sin(2t + w). Both the angle t and its
-    # complement tc = pi/2 - t come from atan2, exact on both sides.
+def hellinger_margins(a, b, delta, theta):
+    # With t the angle of sqrt(a) and w = arccos(1 - delta/2): q = sin^2(t + w),
+    # so m_hi = sin^2(t + w) - sin^2(t) = sin(w) sin(2t + w) = sin(w) sin(2tc - w)
+    # with tc = pi/2 - t; it saturates once w >= tc. The lower margin swaps t
+    # and tc. Each angle comes from atan2, exact on both sides, and each sine
+    # is taken of the argument that does not cancel.
     if delta >= 2.0:
-        return b
+        return b, a
     t = math.atan2(math.sqrt(a), math.sqrt(b))
     tc = math.atan2(math.sqrt(b), math.sqrt(a))
     w = 2.0 * math.asin(0.5 * math.sqrt(delta))
-    if w >= tc:
-        return b
     sin_w = math.sqrt(delta) * math.sqrt(1.0 - 0.25 * delta)
-    if t <= tc:
-        return min(sin_w * math.sin(2.0 * t + w), b)
-    # sin(2t + w) = sin(2 tc - w), and 2 tc - w > tc does not cancel
-    return min(sin_w * math.sin(2.0 * tc - w), b)
+    if w >= tc:
+        m_hi = b
+    elif t <= tc:
+        m_hi = min(sin_w * math.sin(2.0 * t + w), b)
+    else:
+        m_hi = min(sin_w * math.sin(2.0 * tc - w), b)
+    if w >= t:
+        m_lo = a
+    elif tc <= t:
+        m_lo = min(sin_w * math.sin(2.0 * tc + w), a)
+    else:
+        m_lo = min(sin_w * math.sin(2.0 * t - w), a)
+    return m_hi, m_lo

@@ -128,7 +128,9 @@ def _alpha_core_py(u, x, a):
         # u^a - 1 - a x = (e^{aL} - 1 - aL) + a (L - x)
         numerator = expm1mx(a * log_u) + a * log1pmx(u, x)
     else:
-        numerator = math.exp(a * log_u) - 1.0 - a * x
+        # u ** a rather than exp(a log u): the latter amplifies the rounding
+        # of log u by |a log u|, up to 1e-13 at u = 1e-300
+        numerator = u**a - 1.0 - a * x
     return numerator / (a * (a - 1.0))
 
 

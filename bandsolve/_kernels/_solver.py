@@ -33,11 +33,8 @@ from numba import prange, types
 
 from ._util import ClosedFormFn, GeneratorFn, jit
 
-# Status codes, one bit field per element.
-UPPER_SATURATED = 1
-LOWER_SATURATED = 2
-UPPER_FAILED = 4
-LOWER_FAILED = 8
+# Codes from solve_margin: an interior root, the simplex end, or no convergence.
+INTERIOR, SATURATED, FAILED = 0, 1, 2
 
 _MAX_ITER = 100
 _X_MIN = -1500.0  # m = b e^x underflows to 0 long before this
@@ -94,16 +91,16 @@ def saturates(a, b, delta, f, f_conj, theta, f_at_zero):
 def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature):
     """Largest m in [0, b] with g(m) <= delta.
 
-    Returns (m, u2, code) with u2 = 1 - m/b and code 0 (interior root),
-    1 (saturated: m = b) or 2 (no convergence in _MAX_ITER steps).
+    Returns (m, u2, code) with u2 = 1 - m/b and code INTERIOR, SATURATED
+    (m = b) or FAILED (no convergence in _MAX_ITER steps).
     """
     if b == 0.0:
-        return 0.0, 1.0, 0
+        return 0.0, 1.0, INTERIOR
     if a == 0.0 and slope_at_inf == math.inf:
         # P(0, m) = m f'(inf) is infinite for every m > 0
-        return 0.0, 1.0, 0
+        return 0.0, 1.0, INTERIOR
     if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
-        return b, 0.0, 1
+        return b, 0.0, SATURATED
 
     # Start from the local quadratic model g ~ f''(1) m^2 / (2 a b).
     frac = math.sqrt(2.0 * delta * a / (curvature * b))
@@ -123,7 +120,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         m = b * s
         g = binary_value(a, b, m, sc, -s, f, f_conj, theta)
         if g == delta:
-            return m, sc, 0
+            return m, sc, INTERIOR
         if g < delta:
             x_lo = x
         else:
@@ -134,7 +131,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         # dx * u2 and u2 as dx * m/b, within a factor e over a width < 1).
         if width <= _STEP_TOL or (width < 1.0 and 3.0 * width * sc <= _PINNED_M
                                   and 3.0 * width * s * sc <= _PINNED_U2):
-            return m, sc, 0
+            return m, sc, INTERIOR
         # Newton step on psi(x) = log g - log delta; d psi/dx = g'(m) m u2 / g.
         if a == 0.0:
             d1 = slope_at_inf
@@ -146,7 +143,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         if dpsi < math.inf and abs(x_new - x) <= _STEP_TOL:
             # converged; rounding may put x_new a hair outside the bracket
             s, sc = _sigmoid_pair(x_new)
-            return b * s, sc, 0
+            return b * s, sc, INTERIOR
         if not (x_lo < x_new < x_hi):  # also catches NaN
             if x_new >= x_hi and x_hi == _X_MAX and not hi_end_tried:
                 # try the far end once: the root may be beyond float resolution
@@ -156,104 +153,114 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
                 x_new = 0.5 * (x_lo + x_hi)
         x = x_new
     s, sc = _sigmoid_pair(x)
-    return b * s, sc, 2
+    return b * s, sc, FAILED
 
 
 @jit
-def _ratio_bounds(p, pc, m_hi, code_hi, u2_lo, code_lo):
-    """Turn the two margins into ratio bounds and the status bit field."""
-    status = 0
-    if code_hi == 1:
+def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
+    """Ratio bounds from the two margins; a failed bound becomes NaN, which
+    the caller counts and turns into an error, never returns."""
+    if code_hi == SATURATED:
         upper = 1.0 / p
-        status |= UPPER_SATURATED
+    elif code_hi == FAILED:
+        upper = math.nan
     else:
         upper = min(1.0 + m_hi / p, 1.0 / p)
-    if code_lo == 1:
+    if code_lo == SATURATED:
         lower = 0.0
-        status |= LOWER_SATURATED
+    elif code_lo == FAILED:
+        lower = math.nan
     else:
         lower = u2_lo
-    if code_hi == 2:
-        status |= UPPER_FAILED
-    if code_lo == 2:
-        status |= LOWER_FAILED
-    return lower, upper, status
+    return lower, upper, int(code_hi == FAILED) + int(code_lo == FAILED)
 
 
-_ROOT_SIG = types.void(
-    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
+@jit
+def _probability_pair(x, from_logp):
+    """(p, 1 - p) from p, or from log p with 1 - p = -expm1(log p) exact near 1."""
+    if from_logp:
+        # 0.0 - expm1 turns -0.0 into +0.0: a signed zero would make 1/(1-p)
+        # = -inf at p = 1
+        return math.exp(x), 0.0 - math.expm1(x)
+    return x, 1.0 - x
+
+
+_Vec = types.float64[::1]
+_ROOT_SIG = types.int64(
+    _Vec, types.boolean, _Vec, types.float64,
     GeneratorFn, GeneratorFn, GeneratorFn, types.float64, types.float64, types.float64,
-    types.float64[::1], types.float64[::1], types.int8[::1],
+    _Vec, _Vec,
 )
 
 
 @jit(_ROOT_SIG, parallel=True)
-def band_by_root(p, pc, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
-                 lower, upper, status):
-    """Bounds for every element by the safeguarded root finder."""
-    for i in prange(p.size):
-        pi = p[i]
-        qi = pc[i]
-        if pi == 0.0:
+def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
+                 curvature, lower, upper):
+    """Bounds for every element by the safeguarded root finder.
+
+    ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
+    length 1 or len(lower), a length-1 operand standing for every element.
+    Returns the number of bounds that failed to converge (marked NaN).
+    """
+    failures = 0
+    n = lower.size
+    x_step = 1 if x.size > 1 else 0
+    d_step = 1 if delta.size > 1 else 0
+    for i in prange(n):
+        p, pc = _probability_pair(x[i * x_step], from_logp)
+        if p == 0.0:
             lower[i] = 0.0
             upper[i] = math.inf
-            status[i] = UPPER_SATURATED | LOWER_SATURATED
             continue
-        d = delta[i]
-        m_hi, _, code_hi = solve_margin(pi, qi, d, theta, f, df, f_conj,
+        d = delta[i * d_step]
+        m_hi, _, code_hi = solve_margin(p, pc, d, theta, f, df, f_conj,
                                         f_at_zero, slope_at_inf, curvature)
-        _, u2_lo, code_lo = solve_margin(qi, pi, d, theta, f, df, f_conj,
+        _, u2_lo, code_lo = solve_margin(pc, p, d, theta, f, df, f_conj,
                                          f_at_zero, slope_at_inf, curvature)
-        lower[i], upper[i], status[i] = _ratio_bounds(pi, qi, m_hi, code_hi, u2_lo, code_lo)
+        lower[i], upper[i], failed = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
+        failures += failed
+    return failures
 
 
-@jit
-def _closed_margin(a, b, delta, theta, f, f_conj, f_at_zero, closed):
-    if b == 0.0:
-        return 0.0, 1.0, 0
-    if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
-        return b, 0.0, 1
-    m = min(closed(a, b, delta, theta), b)
-    return m, (b - m) / b, 0
-
-
-_CLOSED_SIG = types.void(
-    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
-    GeneratorFn, GeneratorFn, types.float64, ClosedFormFn,
-    types.float64[::1], types.float64[::1], types.int8[::1],
-)
+_CLOSED_SIG = types.void(_Vec, types.boolean, _Vec, types.float64, ClosedFormFn, _Vec, _Vec)
 
 
 @jit(_CLOSED_SIG, parallel=True)
-def band_by_closed_form(p, pc, delta, theta, f, f_conj, f_at_zero, closed, lower, upper, status):
-    """Bounds for every element from a closed-form margin."""
-    for i in prange(p.size):
-        pi = p[i]
-        qi = pc[i]
-        if pi == 0.0:
+def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
+    """Bounds for every element from a closed-form margin (operands as above)."""
+    n = lower.size
+    x_step = 1 if x.size > 1 else 0
+    d_step = 1 if delta.size > 1 else 0
+    for i in prange(n):
+        p, pc = _probability_pair(x[i * x_step], from_logp)
+        if p == 0.0:
             lower[i] = 0.0
             upper[i] = math.inf
-            status[i] = UPPER_SATURATED | LOWER_SATURATED
             continue
-        d = delta[i]
-        m_hi, _, code_hi = _closed_margin(pi, qi, d, theta, f, f_conj, f_at_zero, closed)
-        m_lo, u2_lo, code_lo = _closed_margin(qi, pi, d, theta, f, f_conj, f_at_zero, closed)
-        lower[i], upper[i], status[i] = _ratio_bounds(pi, qi, m_hi, code_hi, u2_lo, code_lo)
+        m_hi, m_lo = closed(p, pc, delta[i * d_step], theta)
+        inv_p = 1.0 / p
+        # A closed form reaches the simplex end exactly where it saturates.
+        # Divide rather than multiply by inv_p: 1/p overflows for subnormal p.
+        upper[i] = inv_p if m_hi >= pc else min(1.0 + m_hi / p, inv_p)
+        lower[i] = 0.0 if m_lo >= p else 1.0 - m_lo / p
 
 
-_BINARY_SIG = types.void(
-    types.float64[::1], types.float64[::1], types.float64[::1], types.float64,
-    GeneratorFn, GeneratorFn, types.float64[::1],
-)
+_BINARY_SIG = types.void(_Vec, _Vec, types.float64, GeneratorFn, GeneratorFn, _Vec)
 
 
 @jit(_BINARY_SIG, parallel=True)
-def binary_divergence_kernel(p, pc, r, theta, f, f_conj, out):
-    """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p]."""
-    for i in prange(p.size):
-        pi = p[i]
-        qi = pc[i]
-        ri = r[i]
+def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
+    """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p].
+
+    Operands of length 1 stand for every element, as above.
+    """
+    n = out.size
+    p_step = 1 if p_in.size > 1 else 0
+    r_step = 1 if r_in.size > 1 else 0
+    for i in prange(n):
+        pi = p_in[i * p_step]
+        ri = r_in[i * r_step]
+        qi = 1.0 - pi
         if pi == 0.0:
             out[i] = 0.0
             continue

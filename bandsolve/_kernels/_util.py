@@ -12,9 +12,10 @@ from numba import njit, types
 GENERATOR_SIG = types.float64(types.float64, types.float64, types.float64)
 GeneratorFn = types.FunctionType(GENERATOR_SIG)
 
-#: ``closed_form(a, b, delta, theta) -> margin``: the upper margin in
-#: probability space for the pair (a, b) = (p, 1 - p); see ``_solver``.
-CLOSED_FORM_SIG = types.float64(types.float64, types.float64, types.float64, types.float64)
+#: ``closed_form(a, b, delta, theta) -> (upper margin, lower margin)`` in
+#: probability space for (a, b) = (p, 1 - p); see ``_closed_forms``.
+CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
+    types.float64, types.float64, types.float64, types.float64)
 ClosedFormFn = types.FunctionType(CLOSED_FORM_SIG)
 
 

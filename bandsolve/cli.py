@@ -1,0 +1,78 @@
+"""The ``bandsolve`` command line: ``bandsolve bounds ...``.
+
+Further subcommands register themselves in ``_SUBCOMMANDS`` below.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+PPO_EPS = 0.2
+
+
+def _bounds_table(args) -> str:
+    from . import api
+
+    if args.logp is not None:
+        logp = np.asarray(args.logp, dtype=float)
+        lower, upper = api.band_from_logp(logp, args.delta, args.divergence,
+                                          max_ratio=args.max_ratio)
+        p = np.exp(logp)
+    else:
+        p = np.asarray(args.p, dtype=float)
+        lower, upper = api.band(p, args.delta, args.divergence, max_ratio=args.max_ratio)
+    cap = f", max_ratio={args.max_ratio:g}" if args.max_ratio is not None else ""
+    header = (f"Band-{args.divergence} bounds, delta={args.delta:g}{cap}; "
+              f"PPO clip is [{1 - PPO_EPS:g}, {1 + PPO_EPS:g}]")
+    cols = ("p", "lower", "upper", "p(lower-1)", "p(upper-1)", "PPO p(-eps)", "PPO p(+eps)")
+    rows = []
+    for pi, lo, hi in zip(np.atleast_1d(p), np.atleast_1d(lower), np.atleast_1d(upper)):
+        rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1):+.6g}",
+                     f"{pi * (hi - 1):+.6g}" if np.isfinite(hi) else "inf",
+                     f"{-pi * PPO_EPS:+.6g}", f"{pi * PPO_EPS:+.6g}"))
+    widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(cols)]
+    line = "  ".join(c.rjust(w) for c, w in zip(cols, widths))
+    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join([header, line, "-" * len(line), *body])
+
+
+def _add_bounds(sub):
+    parser = sub.add_parser("bounds", help="print the band for some probabilities",
+                            description="Print ratio bounds and the allowed change in "
+                                        "probability, beside PPO's clip.")
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument("--p", type=float, nargs="+", help="old probabilities in [0, 1]")
+    group.add_argument("--logp", type=float, nargs="+", help="old log-probabilities <= 0")
+    parser.add_argument("--delta", type=float, default=0.05, help="trust-region radius (0.05)")
+    parser.add_argument("--divergence", default="kl",
+                        help="kl, rkl, tv, chi2, neyman_chi2, hellinger, js or alpha:<a>")
+    parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
+    parser.set_defaults(run=lambda args: print(_bounds_table(args)))
+
+
+_SUBCOMMANDS = (_add_bounds,)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bandsolve", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in _SUBCOMMANDS:
+        add(sub)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result = args.run(args)
+    except (ValueError, TypeError) as exc:
+        print(f"bandsolve: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

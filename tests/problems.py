@@ -1,0 +1,56 @@
+"""The shared reference problems, each with an ID, for every backend.
+
+A backend's test imports ``PROBLEMS`` (or the grids) and compares against
+``reference.bound`` (mpmath, 60 digits). Nothing here calls bandsolve.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+BUILTIN = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")
+ALPHAS = ("alpha:0.5", "alpha:2", "alpha:-1", "alpha:0.9", "alpha:3")
+ALL_DIVERGENCES = BUILTIN + ALPHAS
+
+#: p from the issue's range [1e-300, 1], both ends and the float64 edges included
+P_GRID = (0.0, 1e-300, 1e-200, 1e-100, 1e-30, 1e-12, 1e-6, 1e-3, 0.01, 0.08, 0.3,
+          0.5, 0.7, 0.9, 0.99, 1 - 1e-6, 1 - 1e-12, 1 - 2.0**-52, 1.0)
+#: delta from the issue's range [1e-8, 10]
+DELTA_GRID = (1e-8, 1e-5, 1e-3, 0.05, 0.1, 0.5, 1.0, 3.0, 10.0)
+#: float64 log p, down to the smallest subnormal 1 - p
+LOGP_GRID = (float("-inf"), -690.7, -400.0, -50.0, -10.0, -2.5, -0.69, -0.1, -1e-3,
+             -1e-8, -1e-12, -1e-16, -1e-100, -1e-300, -1e-310, -5e-324, 0.0)
+LOGP_DELTA_GRID = (1e-8, 1e-3, 0.05, 1.0, 10.0)
+
+#: Documented limit (README, "Accuracy"): rkl's lower bound at p = 1 - eps
+#: with eps a deep float64 subnormal (< 1e-312, reachable only from log p):
+#: the conjugate argument eps / (eps + m) is itself subnormal and keeps few
+#: digits. Everything else is within the stated tolerance.
+SUBNORMAL_LIMIT = {"rkl": 1e-312}
+
+
+@dataclasses.dataclass(frozen=True)
+class Problem:
+    id: str
+    divergence: str
+    p: float
+    delta: float
+
+
+def _named(divergence, p, delta):
+    return Problem(f"{divergence}-p{p:.3g}-d{delta:g}", divergence, p, delta)
+
+
+#: the paper's and MATH.md's worked cases
+PROBLEMS = (
+    _named("kl", 0.08, 0.05),  # the tail token of the worked example
+    _named("kl", 1.0, 0.05),  # r_lo(1) = exp(-delta)
+    _named("tv", 1.0, 0.3),  # r_lo(1) = 1 - delta
+    _named("rkl", 1.0, 0.05),  # f'(inf) = inf: r_lo(1) = 1
+    _named("rkl", 0.5, 0.8),  # upper saturates: -log p <= delta
+    _named("hellinger", 0.9, 0.2),
+    _named("chi2", 0.3, 0.1),
+    _named("neyman_chi2", 0.02, 0.1),
+    _named("js", 0.6, 0.05),
+    _named("alpha:0.5", 0.08, 0.05),
+)

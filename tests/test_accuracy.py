@@ -1,0 +1,86 @@
+"""float64 accuracy against the mpmath reference, from p and from log p.
+
+The bound, for every built-in divergence, p in [1e-300, 1] and delta in
+[1e-8, 10]: |r - r_true| <= max(1e-12 min(r, |r - 1|), 4 eps max(r, 1)).
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import bandsolve as bs
+import reference as ref
+from problems import (ALL_DIVERGENCES, DELTA_GRID, LOGP_DELTA_GRID, LOGP_GRID, P_GRID,
+                      PROBLEMS, SUBNORMAL_LIMIT)
+
+
+def _assert_accurate(name, inputs, deltas, lower, upper, *, from_logp):
+    worst = (0.0, None)
+    for x, d, lo, hi in zip(inputs, deltas, lower, upper):
+        for side, value in (("lower", lo), ("upper", hi)):
+            if from_logp and x == -math.inf:
+                truth = ref.bound(name, 0.0, d, side)[0]
+            else:
+                truth = ref.bound(name, x, d, side, from_logp=from_logp)[0]
+            ratio = ref.error_ratio(float(value), truth)
+            if ratio > worst[0]:
+                worst = (ratio, (x, d, side, float(value), float(truth)))
+    assert worst[0] <= 1.0, f"{name}: error {worst[0]:.3g} x tolerance at {worst[1]}"
+
+
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
+def test_grid_from_p(name):
+    p, d = (a.ravel() for a in np.meshgrid(P_GRID, DELTA_GRID, indexing="ij"))
+    lower, upper = bs.band(p, d, name)
+    _assert_accurate(name, p, d, lower, upper, from_logp=False)
+
+
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
+def test_grid_from_logp(name):
+    logp, d = (a.ravel() for a in np.meshgrid(LOGP_GRID, LOGP_DELTA_GRID, indexing="ij"))
+    keep = -logp >= SUBNORMAL_LIMIT.get(name, 0.0)
+    keep |= logp == 0.0
+    logp, d = logp[keep], d[keep]
+    lower, upper = bs.band_from_logp(logp, d, name)
+    _assert_accurate(name, logp, d, lower, upper, from_logp=True)
+
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=lambda pr: pr.id)
+def test_reference_problems(problem):
+    lower, upper = bs.band(problem.p, problem.delta, problem.divergence)
+    _assert_accurate(problem.divergence, [problem.p], [problem.delta], [lower], [upper],
+                     from_logp=False)
+
+
+def test_rkl_subnormal_limit_is_real():
+    """Pins the documented limit: it exists below 1e-312 and not above."""
+    lo_ok, _ = bs.band_from_logp(-1e-310, 10.0, "rkl")
+    assert ref.error_ratio(float(lo_ok), ref.bound("rkl", -1e-310, 10.0, "lower",
+                                                   from_logp=True)[0]) <= 1
+    lo_bad, _ = bs.band_from_logp(-5e-324, 10.0, "rkl")
+    truth = ref.bound("rkl", -5e-324, 10.0, "lower", from_logp=True)[0]
+    assert abs(float(lo_bad) - float(truth)) < 1e-7  # degraded, but not wildly wrong
+
+
+# log-uniform p over the whole range, including the p -> 1 side via 1 - p
+_tiny_to_one = st.floats(min_value=-690.0, max_value=0.0).map(math.exp)
+_near_one = st.floats(min_value=-60.0, max_value=-0.7).map(lambda e: 1.0 - math.exp(e))
+probabilities = st.one_of(_tiny_to_one, _near_one, st.floats(0.0, 1.0))
+deltas = st.floats(min_value=math.log(1e-8), max_value=math.log(10.0)).map(math.exp)
+
+
+@given(name=st.sampled_from(ALL_DIVERGENCES), p=probabilities, delta=deltas)
+def test_random_from_p(name, p, delta):
+    lower, upper = bs.band(p, delta, name)
+    _assert_accurate(name, [p], [delta], [lower], [upper], from_logp=False)
+
+
+@given(name=st.sampled_from(ALL_DIVERGENCES),
+       logp=st.one_of(st.floats(-690.0, 0.0), st.floats(-60.0, 0.0).map(lambda e: -math.exp(e))),
+       delta=deltas)
+def test_random_from_logp(name, logp, delta):
+    lower, upper = bs.band_from_logp(logp, delta, name)
+    _assert_accurate(name, [logp], [delta], [lower], [upper], from_logp=True)

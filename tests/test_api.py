@@ -1,0 +1,200 @@
+"""The public numpy API: shapes, dtypes, edges, and bad input."""
+
+import math
+
+import numpy as np
+import pytest
+
+import bandsolve as bs
+import reference as ref
+from problems import ALL_DIVERGENCES
+
+
+def test_worked_example_tail_token():
+    """p = 0.08: PPO lets it rise by 0.016, Band-KL at delta 0.05 by about 0.113."""
+    _, upper = bs.band(0.08, 0.05, "kl")
+    rise = 0.08 * (float(upper) - 1.0)
+    truth = 0.08 * (ref.bound("kl", 0.08, 0.05, "upper")[0] - 1)
+    assert rise == pytest.approx(float(truth), rel=1e-13)
+    assert round(rise, 3) == 0.113
+    assert 0.08 * 0.2 == pytest.approx(0.016)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("kl", math.exp(-0.3)), ("tv", 0.7), ("rkl", 1.0), ("chi2", 1.0),
+    ("neyman_chi2", 1 / 1.3), ("hellinger", (1 - 0.15) ** 2)])
+def test_p_equal_one_limits(name, expected):
+    """At p = 1 the upper bound is 1 and the lower bound is the limit from the left."""
+    lower, upper = bs.band(1.0, 0.3, name)
+    assert upper == 1.0
+    assert float(lower) == pytest.approx(expected, rel=1e-14)
+    lo_l, hi_l = bs.band_from_logp(0.0, 0.3, name)
+    assert (lo_l, hi_l) == (lower, upper)
+
+
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
+def test_p_equal_zero(name):
+    lower, upper = bs.band(0.0, 0.05, name)
+    assert (lower, upper) == (0.0, math.inf)
+    assert bs.band(0.0, 0.05, name, max_ratio=10)[1] == 10.0
+    assert bs.band_from_logp(-np.inf, 0.05, name)[1] == math.inf
+
+
+def test_continuity_at_the_ends():
+    for name in ALL_DIVERGENCES:
+        lo1, hi1 = bs.band(1.0, 0.1, name)
+        lo, hi = bs.band_from_logp(-1e-200, 0.1, name)
+        if name != "rkl":  # rkl approaches its limit only like 1/log(1/(1-p))
+            assert float(lo) == pytest.approx(float(lo1), abs=1e-12), name
+        assert float(hi) == pytest.approx(1.0, abs=1e-12)
+
+
+def test_max_ratio_caps_only_the_upper_bound():
+    p = np.array([1e-4, 0.08, 0.9])
+    lo, hi = bs.band(p, 0.05, "kl")
+    lo_c, hi_c = bs.band(p, 0.05, "kl", max_ratio=2.0)
+    np.testing.assert_array_equal(lo_c, lo)
+    np.testing.assert_array_equal(hi_c, np.minimum(hi, 2.0))
+
+
+def test_shapes_broadcast_like_a_ufunc():
+    p = np.linspace(0.01, 0.99, 6).reshape(2, 3)
+    delta = np.array([[0.01], [0.1]])
+    lo, hi = bs.band(p, delta)
+    assert lo.shape == hi.shape == (2, 3)
+    for i in range(2):
+        for j in range(3):
+            lo_ij, hi_ij = bs.band(p[i, j], delta[i, 0])
+            assert (lo[i, j], hi[i, j]) == (lo_ij, hi_ij)
+    lo, hi = bs.band(0.3, [0.01, 0.1])
+    assert lo.shape == (2,)
+
+
+def test_scalar_input_gives_0d_float64_arrays():
+    lo, hi = bs.band(0.5, 0.1)
+    assert isinstance(lo, np.ndarray) and lo.shape == () and lo.dtype == np.float64
+    assert isinstance(hi, np.ndarray) and hi.shape == ()
+    g = bs.binary_divergence(0.5, 1.2)
+    assert g.shape == () and g.dtype == np.float64
+
+
+def test_empty_arrays_give_empty_arrays():
+    lo, hi = bs.band(np.empty((0, 3)), 0.1)
+    assert lo.shape == hi.shape == (0, 3)
+    lo, hi = bs.band_from_logp([], 0.1, "chi2")
+    assert lo.shape == (0,)
+    assert bs.binary_divergence([], 1.0).shape == (0,)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int64, np.uint8])
+def test_real_dtypes_are_accepted_and_results_are_float64(dtype):
+    p = np.array([0, 1], dtype=dtype) if np.dtype(dtype).kind in "iu" else \
+        np.array([0.25, 0.5], dtype=dtype)
+    lo, hi = bs.band(p, 0.1)
+    assert lo.dtype == hi.dtype == np.float64
+    expect = bs.band(p.astype(np.float64), 0.1)
+    np.testing.assert_array_equal(lo, expect[0])
+
+
+def test_non_contiguous_input():
+    p = np.linspace(0.01, 0.99, 20)[::3]
+    lo, hi = bs.band(p, 0.1)
+    np.testing.assert_array_equal(hi, bs.band(p.copy(), 0.1)[1])
+
+
+@pytest.mark.parametrize("bad, match", [
+    ([0.5, np.nan, np.nan], r"p contains NaN: 2 of 3 elements, the first at index \(1,\)"),
+    ([0.5, np.inf], "p contains inf"),
+    ([[0.5, 1.5], [-0.1, 0.2]], r"must lie in \[0, 1\]: 2 of 4 elements, the first at index \(0, 1\)"),
+    (-1e-300, r"must lie in \[0, 1\]: got -1e-300"),
+])
+def test_bad_probabilities(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bs.band(bad, 0.1)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (0.1, r"must be <= 0 \(a log-probability\)"), (np.nan, "contains NaN"),
+    (np.inf, r"contains \+inf")])
+def test_bad_logp(bad, match):
+    with pytest.raises(ValueError, match=match):
+        bs.band_from_logp([-1.0, bad], 0.1)
+
+
+@pytest.mark.parametrize("bad", [0.0, -0.1, np.nan, np.inf, -np.inf])
+def test_bad_delta(bad):
+    with pytest.raises(ValueError, match="delta"):
+        bs.band(0.5, [0.1, bad])
+
+
+@pytest.mark.parametrize("bad", ["0.5", [1 + 2j], True, np.array([True]),
+                                 np.array([0.5], dtype=object), None])
+def test_non_numeric_input_is_a_type_error(bad):
+    with pytest.raises(TypeError, match="p must be a real number"):
+        bs.band(bad, 0.1)
+
+
+def test_unknown_divergence_names_the_known_ones():
+    with pytest.raises(ValueError, match="unknown divergence 'kullback'.*known: chi2"):
+        bs.band(0.5, 0.1, "kullback")
+    with pytest.raises(TypeError, match="divergence must be a name"):
+        bs.band(0.5, 0.1, 3)
+
+
+@pytest.mark.parametrize("spec", ["alpha", "alpha:0", "alpha:1", "alpha:nan", "alpha:x"])
+def test_alpha_needs_a_valid_parameter(spec):
+    with pytest.raises(ValueError, match="alpha"):
+        bs.band(0.5, 0.1, spec)
+    with pytest.raises(ValueError):
+        bs.alpha_divergence(1.0)
+
+
+def test_alpha_name_and_object_agree():
+    assert bs.band(0.3, 0.1, "alpha:0.5") == bs.band(0.3, 0.1, bs.alpha_divergence(0.5))
+
+
+@pytest.mark.parametrize("bad, exc", [(0.5, ValueError), (np.nan, ValueError),
+                                      ("10", TypeError), (True, TypeError)])
+def test_bad_max_ratio(bad, exc):
+    with pytest.raises(exc, match="max_ratio"):
+        bs.band(0.5, 0.1, max_ratio=bad)
+
+
+def test_shapes_that_do_not_broadcast():
+    with pytest.raises(ValueError, match="do not broadcast"):
+        bs.band(np.ones(3) / 2, np.ones(4) / 10)
+
+
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
+def test_binary_divergence_against_mpmath(name):
+    import mpmath as mp
+
+    # r = 4 is 1/p exactly for p = 0.25; 400 digits resolve 1 - p r at p r = 1e-50
+    for p, r in [(0.25, 0.0), (0.3, 0.5), (0.3, 1.0), (0.3, 2.0), (0.25, 4.0),
+                 (1e-200, 1e150), (1.0, 0.4), (1 - 1e-9, 1.0000000001), (0.9, 1e-9)]:
+        got = float(bs.binary_divergence(p, r, name))
+        with mp.workdps(400):
+            pp = mp.mpf(p)
+            truth = ref.binary(name, pp, 1 - pp, mp.mpf(r))
+        if mp.isinf(truth):
+            assert got == math.inf
+        else:
+            assert got == pytest.approx(float(truth), rel=1e-12, abs=1e-300), (p, r)
+
+
+def test_binary_divergence_rejects_ratios_outside_the_simplex():
+    with pytest.raises(ValueError, match="r must be >= 0"):
+        bs.binary_divergence(0.5, -0.1)
+    with pytest.raises(ValueError, match=r"r must be <= 1/p"):
+        bs.binary_divergence(0.5, 2.1)
+    # 1/p computed in floating point is accepted
+    assert np.isfinite(bs.binary_divergence(0.3, 1 / 0.3, "chi2"))
+
+
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
+def test_subnormal_p_gives_finite_ordered_bounds(name):
+    """Regression: 1/p overflows for subnormal p, and 0 * inf made a NaN."""
+    p = np.array([5e-324, 1e-310, 2.2e-308])
+    lo, hi = bs.band(p, 0.1, name)
+    assert np.all((0 <= lo) & (lo <= 1) & (1 <= hi))
+    assert not np.isnan(hi).any()

@@ -1,0 +1,32 @@
+import subprocess
+import sys
+
+import numpy as np
+
+import bandsolve as bs
+from bandsolve.cli import main
+
+
+def test_bounds_table(capsys):
+    assert main(["bounds", "--divergence", "kl", "--delta", "0.05", "--p", "0.08", "0.5", "0.9"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert "delta=0.05" in out[0] and "PPO clip is [0.8, 1.2]" in out[0]
+    assert out[1].split() == ["p", "lower", "upper", "p(lower-1)", "p(upper-1)",
+                              "PPO", "p(-eps)", "PPO", "p(+eps)"]
+    lo, hi = bs.band([0.08, 0.5, 0.9], 0.05, "kl")
+    for line, p, l, h in zip(out[3:], [0.08, 0.5, 0.9], lo, hi):
+        cells = [float(c) for c in line.split()]
+        np.testing.assert_allclose(cells[:5], [p, l, h, p * (l - 1), p * (h - 1)], rtol=1e-5)
+        np.testing.assert_allclose(cells[5:], [-0.2 * p, 0.2 * p], rtol=1e-5)
+
+
+def test_bounds_from_logp_and_errors(capsys):
+    assert main(["bounds", "--logp", "-2.5", "--divergence", "alpha:0.5"]) == 0
+    assert main(["bounds", "--p", "1.5"]) == 2
+    assert "p must lie in [0, 1]" in capsys.readouterr().err
+
+
+def test_console_script_runs():
+    done = subprocess.run([sys.executable, "-m", "bandsolve", "bounds", "--p", "0.08"],
+                          capture_output=True, text=True, check=True)
+    assert "0.112844" in done.stdout
