@@ -5,10 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from . import _validate
-from ._kernels import _solver
+from ._kernels import _solver, _warm_start
 from .divergences import Divergence, get_divergence
 
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
+
+
+# Above this many elements with one delta, a table of starting points (8194
+# solves) pays for itself; see _kernels/_warm_start.py.
+_WARM_START_MIN_SIZE = 32768
 
 
 class BandSolveError(RuntimeError):
@@ -24,9 +29,15 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
         _solver.band_by_closed_form(x, from_logp, delta, div.parameter, div.margins,
                                     lower, upper)
     elif n:
-        failures = _solver.band_by_root(x, from_logp, delta, div.parameter, div.f, div.df,
-                                        div.f_conjugate, div.f_at_zero, div.slope_at_infinity,
-                                        div.curvature_at_one, lower, upper)
+        solver_args = (div.parameter, div.f, div.df, div.f_conjugate, div.f_at_zero,
+                       div.slope_at_infinity, div.curvature_at_one)
+        start_upper = start_lower = np.empty(0)
+        if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
+            start_upper = np.empty(_warm_start.NODES)
+            start_lower = np.empty(_warm_start.NODES)
+            _solver.build_start_table(float(delta[0]), *solver_args, start_upper, start_lower)
+        failures = _solver.band_by_root(x, from_logp, delta, *solver_args, start_upper,
+                                        start_lower, lower, upper)
         if failures:
             i = int(np.flatnonzero(np.isnan(lower) | np.isnan(upper))[0])
             name = "log p" if from_logp else "p"

@@ -84,3 +84,27 @@ def test_random_from_p(name, p, delta):
 def test_random_from_logp(name, logp, delta):
     lower, upper = bs.band_from_logp(logp, delta, name)
     _assert_accurate(name, [logp], [delta], [lower], [upper], from_logp=True)
+
+
+@pytest.mark.parametrize("name", ["kl", "rkl", "js", "alpha:0.5", "alpha:-1"])
+def test_warm_started_batches_are_as_accurate(name):
+    """Large batches with one delta start Newton from an interpolated table
+    (api._WARM_START_MIN_SIZE); check them against mpmath and the cold path."""
+    from bandsolve import api
+
+    rng = np.random.default_rng(7)
+    n = api._WARM_START_MIN_SIZE + 5
+    logp = np.concatenate([-np.exp(rng.uniform(np.log(1e-30), np.log(690), n - 8)),
+                           [0.0, -1e-300, -1e-16, -40.0, -41.0, -745.0, -1e-3, -np.inf]])
+    lower, upper = bs.band_from_logp(logp, 0.05, name)
+    cold = [bs.band_from_logp(chunk, 0.05, name) for chunk in np.array_split(logp, 8)]
+    np.testing.assert_array_equal(np.isnan(lower), False)
+    tol = lambda r: np.maximum(1e-12 * np.minimum(r, abs(r - 1)), 4 * 2.2e-16 * np.maximum(r, 1))
+    lo_cold = np.concatenate([c[0] for c in cold])
+    hi_cold = np.concatenate([c[1] for c in cold])
+    finite = np.isfinite(hi_cold)
+    assert np.all(abs(lower - lo_cold) <= 2 * tol(lo_cold))
+    assert np.all(abs(upper[finite] - hi_cold[finite]) <= 2 * tol(hi_cold[finite]))
+    sample = np.r_[rng.choice(n, 40, replace=False), np.arange(n - 8, n)]
+    _assert_accurate(name, logp[sample], np.full(sample.size, 0.05), lower[sample],
+                     upper[sample], from_logp=True)

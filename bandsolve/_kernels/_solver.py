@@ -31,6 +31,7 @@ import math
 
 from numba import prange, types
 
+from . import _warm_start as _warm
 from ._util import ClosedFormFn, GeneratorFn, jit
 
 # Codes from solve_margin: an interior root, the simplex end, or no convergence.
@@ -88,28 +89,33 @@ def saturates(a, b, delta, f, f_conj, theta, f_at_zero):
 
 
 @jit
-def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature):
+def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
+                 x_start):
     """Largest m in [0, b] with g(m) <= delta.
 
-    Returns (m, u2, code) with u2 = 1 - m/b and code INTERIOR, SATURATED
-    (m = b) or FAILED (no convergence in _MAX_ITER steps).
+    Returns (m, u2, code, x): u2 = 1 - m/b, code INTERIOR, SATURATED (m = b)
+    or FAILED (no convergence in _MAX_ITER steps), and x = log(m / (b - m))
+    (NaN unless INTERIOR). ``x_start`` is a starting point for x, or NaN.
     """
     if b == 0.0:
-        return 0.0, 1.0, INTERIOR
+        return 0.0, 1.0, INTERIOR, math.nan
     if a == 0.0 and slope_at_inf == math.inf:
         # P(0, m) = m f'(inf) is infinite for every m > 0
-        return 0.0, 1.0, INTERIOR
+        return 0.0, 1.0, INTERIOR, math.nan
     if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
-        return b, 0.0, SATURATED
+        return b, 0.0, SATURATED, math.nan
 
-    # Start from the local quadratic model g ~ f''(1) m^2 / (2 a b).
-    frac = math.sqrt(2.0 * delta * a / (curvature * b))
-    if frac != frac or frac >= 1.0:
-        x = 3.0
-    elif frac == 0.0:
-        x = 0.0
+    if x_start == x_start:
+        x = x_start
     else:
-        x = math.log(frac) - math.log1p(-frac)
+        # the local quadratic model g ~ f''(1) m^2 / (2 a b)
+        frac = math.sqrt(2.0 * delta * a / (curvature * b))
+        if frac != frac or frac >= 1.0:
+            x = 3.0
+        elif frac == 0.0:
+            x = 0.0
+        else:
+            x = math.log(frac) - math.log1p(-frac)
 
     log_delta = math.log(delta)
     x_lo = _X_MIN
@@ -120,7 +126,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         m = b * s
         g = binary_value(a, b, m, sc, -s, f, f_conj, theta)
         if g == delta:
-            return m, sc, INTERIOR
+            return m, sc, INTERIOR, x
         if g < delta:
             x_lo = x
         else:
@@ -131,7 +137,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         # dx * u2 and u2 as dx * m/b, within a factor e over a width < 1).
         if width <= _STEP_TOL or (width < 1.0 and 3.0 * width * sc <= _PINNED_M
                                   and 3.0 * width * s * sc <= _PINNED_U2):
-            return m, sc, INTERIOR
+            return m, sc, INTERIOR, x
         # Newton step on psi(x) = log g - log delta; d psi/dx = g'(m) m u2 / g.
         if a == 0.0:
             d1 = slope_at_inf
@@ -140,10 +146,12 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
             d1 = df(1.0 + x1, x1, theta)
         dpsi = (d1 - df(sc, -s, theta)) * m * sc / g
         x_new = x + (log_delta - math.log(g)) / dpsi
-        if dpsi < math.inf and abs(x_new - x) <= _STEP_TOL:
-            # converged; rounding may put x_new a hair outside the bracket
-            s, sc = _sigmoid_pair(x_new)
-            return b * s, sc, INTERIOR
+        dx = x_new - x
+        if dpsi < math.inf and abs(dx) <= _STEP_TOL:
+            # Converged (rounding may put x_new a hair outside the bracket).
+            # dm/dx = m u2 and du2/dx = -u2 s: to first order, with an error
+            # below dx^2 = 1e-20 relative, and no second exp.
+            return m + m * (sc * dx), sc - sc * (s * dx), INTERIOR, x_new
         if not (x_lo < x_new < x_hi):  # also catches NaN
             if x_new >= x_hi and x_hi == _X_MAX and not hi_end_tried:
                 # try the far end once: the root may be beyond float resolution
@@ -153,7 +161,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
                 x_new = 0.5 * (x_lo + x_hi)
         x = x_new
     s, sc = _sigmoid_pair(x)
-    return b * s, sc, FAILED
+    return b * s, sc, FAILED, math.nan
 
 
 @jit
@@ -189,20 +197,23 @@ _Vec = types.float64[::1]
 _ROOT_SIG = types.int64(
     _Vec, types.boolean, _Vec, types.float64,
     GeneratorFn, GeneratorFn, GeneratorFn, types.float64, types.float64, types.float64,
-    _Vec, _Vec,
+    _Vec, _Vec, _Vec, _Vec,
 )
 
 
 @jit(_ROOT_SIG, parallel=True)
 def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
-                 curvature, lower, upper):
+                 curvature, start_upper, start_lower, lower, upper):
     """Bounds for every element by the safeguarded root finder.
 
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
     length 1 or len(lower), a length-1 operand standing for every element.
+    ``start_upper`` / ``start_lower`` are warm-start tables from
+    ``_warm_start.build_table`` for a single delta, or empty.
     Returns the number of bounds that failed to converge (marked NaN).
     """
     failures = 0
+    warm = start_upper.size > 0
     n = lower.size
     x_step = 1 if x.size > 1 else 0
     d_step = 1 if delta.size > 1 else 0
@@ -213,10 +224,17 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
             upper[i] = math.inf
             continue
         d = delta[i * d_step]
-        m_hi, _, code_hi = solve_margin(p, pc, d, theta, f, df, f_conj,
-                                        f_at_zero, slope_at_inf, curvature)
-        _, u2_lo, code_lo = solve_margin(pc, p, d, theta, f, df, f_conj,
-                                         f_at_zero, slope_at_inf, curvature)
+        x_hi = math.nan
+        x_lo = math.nan
+        if warm:
+            log_p = x[i * x_step] if from_logp else math.log(p)
+            z = log_p - math.log(pc)
+            x_hi = _warm.interpolate(start_upper, z)
+            x_lo = _warm.interpolate(start_lower, z)
+        m_hi, _, code_hi, _ = solve_margin(p, pc, d, theta, f, df, f_conj,
+                                           f_at_zero, slope_at_inf, curvature, x_hi)
+        _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f, df, f_conj,
+                                            f_at_zero, slope_at_inf, curvature, x_lo)
         lower[i], upper[i], failed = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
         failures += failed
     return failures
@@ -272,3 +290,24 @@ def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
             out[i] = binary_value(pi, qi, qi, 0.0, -1.0, f, f_conj, theta)
         else:
             out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, f, f_conj, theta)
+
+
+_TABLE_SIG = types.void(
+    types.float64, types.float64, GeneratorFn, GeneratorFn, GeneratorFn,
+    types.float64, types.float64, types.float64, types.float64[::1], types.float64[::1],
+)
+
+
+@jit(_TABLE_SIG, parallel=True)
+def build_start_table(delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
+                x_upper, x_lower):
+    """x of the upper and lower margin at each node of ``_warm_start``'s grid
+    (NaN where the bound is not interior)."""
+    n = x_upper.size
+    h = (_warm.Z_MAX - _warm.Z_MIN) / (n - 1)
+    for k in prange(n):
+        p, pc = _sigmoid_pair(_warm.Z_MIN + k * h)  # (p, 1 - p), both exact
+        x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
+                                  slope_at_inf, curvature, math.nan)[3]
+        x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,
+                                  slope_at_inf, curvature, math.nan)[3]
