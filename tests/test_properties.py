@@ -73,7 +73,9 @@ def test_monotone_in_delta(name, p, d1, d2):
     d_small, d_big = sorted((d1, d2))
     lo_s, hi_s = bs.band(p, d_small, name)
     lo_b, hi_b = bs.band(p, d_big, name)
-    assert lo_b <= lo_s and hi_s <= hi_b
+    # to rounding: bounds near r = 0 are exact to eps absolute (the tolerance)
+    slack = 8 * np.finfo(float).eps
+    assert lo_b <= lo_s + slack and hi_s <= hi_b * (1 + slack)
 
 
 @given(name=names, p1=probs, p2=probs, delta=deltas)
