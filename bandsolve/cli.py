@@ -1,4 +1,4 @@
-"""The ``bandsolve`` command line: ``bandsolve bounds ...``.
+"""The ``bandsolve`` command line: ``bandsolve bounds | verify``.
 
 Further subcommands register themselves in ``_SUBCOMMANDS`` below.
 """
@@ -53,7 +53,13 @@ def _add_bounds(sub):
     parser.set_defaults(run=lambda args: print(_bounds_table(args)))
 
 
-_SUBCOMMANDS = (_add_bounds,)
+def _add_verify(sub):
+    from .verify import add_subcommand
+
+    add_subcommand(sub)
+
+
+_SUBCOMMANDS = (_add_bounds, _add_verify)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,6 +21,7 @@ from typing import Callable, Mapping, Optional
 
 import numba
 
+from . import _convex_forms as cvx
 from ._kernels import _closed_forms as cf
 from ._kernels import _generators as gen
 from ._kernels._util import GENERATOR_SIG
@@ -53,6 +54,10 @@ class Divergence:
     margins : numba function or None
         Closed form ``(p, 1 - p, delta, parameter) -> (upper margin, lower
         margin)`` in probability; None means the root finder is used.
+    convex_generator : callable or None
+        ``(w, parameter) -> cvxpy expression``: f(w) elementwise in DCP form,
+        for ``bandsolve.convex`` (see ``_convex_forms``). None: no convex
+        verification.
     """
 
     name: str
@@ -65,6 +70,7 @@ class Divergence:
     curvature_at_one: float
     parameter: float = 0.0
     margins: Optional[Callable] = None
+    convex_generator: Optional[Callable] = None
 
     @property
     def has_closed_form(self) -> bool:
@@ -89,6 +95,7 @@ class Divergence:
         slope_at_infinity: Optional[float] = None,
         curvature_at_one: Optional[float] = None,
         formula: str = "user-defined",
+        convex_generator: Optional[Callable] = None,
     ) -> "Divergence":
         """A divergence from its generator f, solved by the generic root finder.
 
@@ -107,6 +114,8 @@ class Divergence:
             differ by more than 1e-3 relative). Pass them when you know them.
         curvature_at_one : float, optional
             f''(1), used only for the starting point (default: estimated).
+        convex_generator : callable, optional
+            f(w) with cvxpy atoms, for ``bandsolve.convex`` (see ``_convex_forms``).
 
         Accuracy depends on how f is written: a formula that cancels near
         u = 1 limits the bounds to the digits f keeps there.
@@ -173,7 +182,7 @@ class Divergence:
         return cls(
             name=name, formula=formula, f=f_norm, df=df_norm, f_conjugate=f_conj,
             f_at_zero=float(f_at_zero), slope_at_infinity=slope_inf,
-            curvature_at_one=float(curvature_at_one),
+            curvature_at_one=float(curvature_at_one), convex_generator=convex_generator,
         )
 
 
@@ -204,6 +213,7 @@ def alpha_divergence(a: float) -> Divergence:
         slope_at_infinity=1.0 / (1.0 - a) if a < 1 else math.inf,
         curvature_at_one=1.0,
         parameter=a,
+        convex_generator=cvx.alpha_generator,
     )
 
 
@@ -214,24 +224,27 @@ BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType({
     d.name: d
     for d in (
         Divergence("kl", "u - 1 - log u", gen.kl_f, gen.kl_df, gen.rkl_f,
-                   f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=1.0),
+                   f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=1.0,
+                   convex_generator=cvx.kl_generator),
         Divergence("rkl", "u log u - u + 1", gen.rkl_f, gen.rkl_df, gen.kl_f,
-                   f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=1.0),
+                   f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=1.0,
+                   convex_generator=cvx.rkl_generator),
         Divergence("tv", "|u - 1| / 2", gen.tv_f, gen.tv_df, gen.tv_f,
                    f_at_zero=0.5, slope_at_infinity=0.5, curvature_at_one=0.0,
-                   margins=cf.tv_margins),
+                   margins=cf.tv_margins, convex_generator=cvx.tv_generator),
         Divergence("chi2", "(u - 1)^2", gen.chi2_f, gen.chi2_df, gen.neyman_f,
                    f_at_zero=1.0, slope_at_infinity=_INF, curvature_at_one=2.0,
-                   margins=cf.chi2_margins),
+                   margins=cf.chi2_margins, convex_generator=cvx.chi2_generator),
         Divergence("neyman_chi2", "(u - 1)^2 / u", gen.neyman_f, gen.neyman_df, gen.chi2_f,
                    f_at_zero=_INF, slope_at_infinity=1.0, curvature_at_one=2.0,
-                   margins=cf.neyman_margins),
+                   margins=cf.neyman_margins, convex_generator=cvx.neyman_generator),
         Divergence("hellinger", "(sqrt(u) - 1)^2", gen.hellinger_f, gen.hellinger_df,
                    gen.hellinger_f, f_at_zero=1.0, slope_at_infinity=1.0,
-                   curvature_at_one=0.5, margins=cf.hellinger_margins),
+                   curvature_at_one=0.5, margins=cf.hellinger_margins,
+                   convex_generator=cvx.hellinger_generator),
         Divergence("js", "(u log u - (1 + u) log((1 + u)/2)) / 2", gen.js_f, gen.js_df,
                    gen.js_f, f_at_zero=_LOG2 / 2, slope_at_infinity=_LOG2 / 2,
-                   curvature_at_one=0.25),
+                   curvature_at_one=0.25, convex_generator=cvx.js_generator),
     )
 })
 
