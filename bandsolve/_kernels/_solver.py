@@ -209,7 +209,7 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
     length 1 or len(lower), a length-1 operand standing for every element.
     ``start_upper`` / ``start_lower`` are warm-start tables from
-    ``_warm_start.build_table`` for a single delta, or empty.
+    ``build_start_table`` for a single delta, or empty.
     Returns the number of bounds that failed to converge (marked NaN).
     """
     failures = 0
