@@ -186,7 +186,7 @@ def figure_tail(p=None, delta=0.05):
     ax_r.legend(fontsize=8)
     ax_d.annotate(r"Band-KL $\approx$ Band-TV for $p \ll \delta$: both let a tail token rise"
                   "\n" r"by about $\delta$ (KL: $1 - e^{-\delta}$), PPO by $0.2\,p$",
-                  xy=(0.03, 0.05), xycoords="axes fraction", fontsize=8)
+                  xy=(0.33, 0.04), xycoords="axes fraction", fontsize=8)
     fig.suptitle("Tail tokens: the band lets them rise, fixed clipping freezes them",
                  fontsize=12)
     return fig
