@@ -211,7 +211,8 @@ def main(argv=None, out="figures"):
         fig = make()
         for ext in ("png", "pdf"):
             path = os.path.join(args.out, f"{name}.{ext}")
-            fig.savefig(path, dpi=130)
+            # no creation date in the PDF: regenerated figures stay byte-identical
+            fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
             written.append(path)
         plt.close(fig)
     return written

@@ -1,4 +1,4 @@
-"""The ``bandsolve`` command line: ``bandsolve bounds | verify``.
+"""The ``bandsolve`` command line: ``bandsolve bounds | verify | repro``.
 
 Further subcommands register themselves in ``_SUBCOMMANDS`` below.
 """
@@ -59,7 +59,31 @@ def _add_verify(sub):
     add_subcommand(sub)
 
 
-_SUBCOMMANDS = (_add_bounds, _add_verify)
+def _run_repro(args):
+    try:
+        from paper_repro.repro import main as repro_main
+    except ImportError:
+        raise ValueError("bandsolve repro runs the reproduction in paper_repro/, which lives "
+                         "in the source checkout: clone the repository and pip install -e .")
+    argv = []
+    if args.out_report:
+        argv += ["--out-report", args.out_report]
+    if args.figures:
+        argv += ["--figures", args.figures]
+    return repro_main(argv)
+
+
+def _add_repro(sub):
+    parser = sub.add_parser("repro", help="reproduce the paper's theory results and figures",
+                            description="Run paper_repro: the paper's claims, figures 1 and 2, "
+                                        "and paper_repro/REPORT.md.")
+    parser.add_argument("--out-report", help="where to write the report "
+                                             "(default: paper_repro/REPORT.md)")
+    parser.add_argument("--figures", help="folder for the figures (default: figures/)")
+    parser.set_defaults(run=_run_repro)
+
+
+_SUBCOMMANDS = (_add_bounds, _add_verify, _add_repro)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,0 +1,1 @@
+"""One command that reproduces BandPO's theory results: ``python -m paper_repro``."""

@@ -1,0 +1,3 @@
+from .repro import main
+
+raise SystemExit(main())

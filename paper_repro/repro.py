@@ -1,0 +1,246 @@
+"""Reproduce the paper's claims that this scale allows, and say which it does not.
+
+    python -m paper_repro [--out-report paper_repro/REPORT.md] [--figures figures]
+    bandsolve repro        (the same, from a source checkout)
+
+Each claim is a function returning a row: the claim, the paper's figure, ours,
+and whether it reproduces. The rows go to REPORT.md; Figures 1 and 2 (and the
+other theory figures) to ``figures/``. Claims about LLM training (benchmark
+scores, entropy under training) are listed with the reason they are not
+reproduced here, rather than with a made-up number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import os
+import time
+
+import numpy as np
+from tqdm import tqdm
+
+import bandsolve as bs
+from bandsolve import convex
+from bandsolve.baselines import ppo_bounds
+
+
+@dataclasses.dataclass
+class Claim:
+    claim: str
+    paper: str
+    ours: str
+    verdict: str  # "reproduces", "does not reproduce", "not reproduced at this scale"
+
+
+def worked_example():
+    p, delta = 0.08, 0.05
+    _, hi = bs.band(p, delta, "kl")
+    rise = p * (float(hi) - 1)
+    ppo_rise = p * (float(ppo_bounds(p)[1]) - 1)
+    ok = round(rise, 3) == 0.113 and math.isclose(ppo_rise, 0.016)
+    return Claim("A tail token (p = 0.08) may rise by 0.016 under PPO's clip and by about "
+                 "0.113 under Band-KL at delta = 0.05",
+                 "0.016 and about 0.113", f"{ppo_rise:.3f} and {rise:.4f}",
+                 "reproduces" if ok else "does not reproduce")
+
+
+def _first_saturated(name, delta, side, grid):
+    lo, hi = bs.band(grid, delta, name)
+    saturated = (hi == 1.0 / grid) if side == "upper" else (lo == 0.0)
+    idx = np.flatnonzero(saturated)
+    return grid[idx[0]] if side == "upper" else grid[idx[-1]]
+
+
+def saturation_thresholds():
+    """Where the simplex saturates, from the band itself, against MATH.md's rules."""
+    delta = 0.05
+    grid = np.linspace(1e-4, 1 - 1e-4, 200_001)
+    h = grid[1] - grid[0]
+    cases = [  # (divergence, side, threshold from the rule)
+        ("rkl", "upper", math.exp(-delta)),  # -log p <= delta
+        ("rkl", "lower", -math.expm1(-delta)),  # -log(1 - p) <= delta
+        ("tv", "upper", 1 - delta),  # r = 1 + delta/p reaches 1/p
+        ("chi2", "upper", 1 / (1 + delta)),  # sqrt(delta (1-p)/p) >= (1-p)/p
+        # t + w = pi/2 with sin^2 t = p: p = cos^2 w = (1 - delta/2)^2
+        ("hellinger", "upper", (1 - delta / 2) ** 2),
+    ]
+    worst = 0.0
+    parts = []
+    for name, side, rule in cases:
+        found = _first_saturated(name, delta, side, grid)
+        worst = max(worst, abs(found - rule))
+        parts.append(f"{name} {side}: {found:.4f} (rule {rule:.4f})")
+    return Claim("Simplex saturation happens exactly where MATH.md's rules say "
+                 "(rkl: -log p <= delta; tv, chi2, hellinger closed forms), delta = 0.05",
+                 "the rules", "; ".join(parts) + f"; worst gap {worst:.1e} (grid step {h:.0e})",
+                 "reproduces" if worst <= 2 * h else "does not reproduce")
+
+
+def kl_never_saturates():
+    p = np.array([1e-6, 0.01, 0.5, 0.99])
+    g_end = bs.binary_divergence(p, 1 / p, "kl")
+    g_zero = bs.binary_divergence(p, 0.0, "kl")
+    ok = np.all(np.isinf(g_end)) and np.all(np.isinf(g_zero))
+    return Claim("Band-KL never saturates: g(p, 1/p) = g(p, 0) = inf for 0 < p < 1",
+                 "never saturates", f"g at both simplex ends: {np.unique(np.r_[g_end, g_zero])}",
+                 "reproduces" if ok else "does not reproduce")
+
+
+def limits_at_p_one():
+    delta = 0.05
+    kl_lo = float(bs.band(1.0, delta, "kl")[0])
+    tv_lo = float(bs.band(1.0, delta, "tv")[0])
+    rkl_lo = float(bs.band(1.0, delta, "rkl")[0])
+    ok = (math.isclose(kl_lo, math.exp(-delta), rel_tol=1e-14)
+          and math.isclose(tv_lo, 1 - delta, rel_tol=1e-14) and rkl_lo == 1.0)
+    gap = 1.0 - kl_lo
+    return Claim("At p = 1 the bounds are limits: r_lo = exp(-delta) for kl, 1 - delta for tv, "
+                 "1 for rkl; the paper's code overrides p > 1 - 1e-6 with a crude limit and "
+                 "differs from its older solver there by 0.049",
+                 "exp(-0.05) = 0.9512; a gap of 0.049",
+                 f"kl {kl_lo:.6f}, tv {tv_lo:.6f}, rkl {rkl_lo:g}; 1 - r_lo(1) = {gap:.4f}: "
+                 "consistent with the reported 0.049 if one solver returns the crude limit 1 "
+                 "(the paper's code itself is not run here)",
+                 "reproduces" if ok and round(gap, 3) == 0.049 else "does not reproduce")
+
+
+def relax_hull_breaks_simplex():
+    """[min(r_lo, 1 - eps_low), max(r_hi, 1 + eps_high)] leaves the simplex for p > 0.78."""
+    p = np.linspace(0.5, 0.999, 50_000)
+    _, hi = bs.band(p, 0.05, "kl")
+    relaxed = np.maximum(hi, 1.28)
+    broken = p * relaxed > 1 + 1e-12
+    first = p[np.flatnonzero(broken)[0]]
+    ok = abs(first - 1 / 1.28) < 1e-4
+    return Claim("The optional 'relax' hull [min(r_lo, 0.8), max(r_hi, 1.28)] breaks the "
+                 "simplex (p r > 1) for p > 0.78",
+                 "p > 0.78", f"first p with p r > 1: {first:.5f} (= 1/1.28 = 0.78125)",
+                 "reproduces" if ok else "does not reproduce")
+
+
+def monotonicity():
+    p = np.linspace(1e-4, 1 - 1e-4, 2001)
+    bad = []
+    for name in list(bs.BUILTIN_DIVERGENCES) + ["alpha:0.5", "alpha:2"]:
+        lo, hi = bs.band(p, 0.1, name)
+        lo2, hi2 = bs.band(p, 0.2, name)
+        slack = 1e-12
+        if np.any(np.diff(hi) > slack * hi[1:]) or np.any(np.diff(lo) < -slack):
+            bad.append(f"{name} in p")
+        if np.any(hi2 < hi * (1 - slack)) or np.any(lo2 > lo + slack):
+            bad.append(f"{name} in delta")
+    return Claim("The band narrows as p grows (upper non-increasing, lower non-decreasing) "
+                 "and widens with delta, for every divergence",
+                 "monotone", "violations: " + (", ".join(bad) if bad else "none") +
+                 f" (9 divergences, {p.size} values of p, delta 0.1 and 0.2)",
+                 "reproduces" if not bad else "does not reproduce")
+
+
+def closed_forms_against_convex():
+    """The closed forms (and the root finder) against Clarabel's convex programs."""
+    from bandsolve.verify import discrepancy
+
+    p = np.array([1e-3, 0.01, 0.08, 0.3, 0.5, 0.7, 0.9, 0.99])
+    worst = {}
+    seconds = 0.0
+    for name in ("tv", "chi2", "hellinger", "neyman_chi2", "kl"):
+        res = convex.band(p, 0.1, name)
+        lo, hi = bs.band(p, 0.1, name)
+        seconds += res.solve_seconds
+        worst[name] = float(np.max(discrepancy(np.r_[res.lower, res.upper], np.r_[lo, hi])))
+    ok = max(worst.values()) < 1e-3
+    return Claim("The Band is the optimum of a convex program: closed forms (and Band-KL's "
+                 "root finder) agree with an independent convex solver",
+                 "a convex program with a global optimum",
+                 ", ".join(f"{k} {v:.1e}" for k, v in worst.items())
+                 + f" (max relative discrepancy; {seconds:.1f} s of Clarabel)",
+                 "reproduces" if ok else "does not reproduce")
+
+
+def vocabulary_reduction():
+    """The full-vocabulary trust region, reduced to one dimension, is the band."""
+    from bandsolve.verify import discrepancy
+
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for n in (5, 50, 500):
+        logits = rng.normal(0, 2.0, n)
+        pi = np.exp(logits - logits.max())
+        pi /= pi.sum()
+        index = int(rng.integers(n))
+        res = convex.simplex_band(pi, index, 0.1, "kl")
+        lo, hi = bs.band(pi[index], 0.1, "kl")
+        worst = max(worst, float(np.max(discrepancy([res.lower, res.upper], [lo, hi]))))
+    return Claim("The worst case over the whole vocabulary rescales the other tokens in "
+                 "proportion, so the band is one-dimensional (Jensen)",
+                 "the reduction g_f(p, r)",
+                 f"KL programs over 5, 50 and 500 tokens match the band to {worst:.1e}",
+                 "reproduces" if worst < 1e-5 else "does not reproduce")
+
+
+def figures(out):
+    from analysis import bounds
+
+    written = bounds.main(["--out", out])
+    return Claim("Figure 1 (bounds against p, delta = 0.1) and Figure 2 (the KL plane, "
+                 "delta = 0.1)", "Figures 1 and 2",
+                 f"{len(written)} files in {os.path.relpath(out)}/ (fig1_bounds, fig2_plane, "
+                 "and three more views)",
+                 "reproduces")
+
+
+def not_at_this_scale():
+    return [
+        Claim("BandPO beats clip and Clip-Higher by at least 2 points of mean@32 on AIME24, "
+              "AIME25 and AMC23 (Qwen2.5-3B, DeepSeek-R1-Distill 1.5B/7B/8B)",
+              ">= +2 points mean@32", "not run: needs multi-GPU LLM training",
+              "not reproduced at this scale"),
+        Claim("BandPO keeps the policy entropy near 0.2 where clipping collapses it to about 0.02",
+              "0.2 against 0.02",
+              "not run yet: the small-scale dynamics study needs bandsolve.torch's policy "
+              "losses (issue 4), which do not exist yet",
+              "not reproduced yet"),
+        Claim("The paper's KL bisection costs about 10.5 ms per call on 32,768 tokens on an H200",
+              "10.5 ms on an H200", "not run: no GPU here; CPU comparison in "
+              "benchmarks/RESULTS.md", "not reproduced at this scale"),
+    ]
+
+
+THEORY = (worked_example, saturation_thresholds, kl_never_saturates, limits_at_p_one,
+          relax_hull_breaks_simplex, monotonicity, closed_forms_against_convex,
+          vocabulary_reduction)
+
+
+def report(claims, seconds) -> str:
+    lines = ["# Reproducing BandPO (Li et al., ICML 2026) with bandsolve", "",
+             f"Generated by `python -m paper_repro` (or `bandsolve repro`) in {seconds:.0f} s. "
+             "Each row computes the paper's claim afresh; nothing below is typed in by hand.", "",
+             "| claim | paper | ours | reproduces? |", "|---|---|---|---|"]
+    for c in claims:
+        lines.append(f"| {c.claim} | {c.paper} | {c.ours} | {c.verdict} |")
+    n_ok = sum(c.verdict == "reproduces" for c in claims)
+    lines += ["", f"{n_ok} of {len(claims)} claims reproduce; the rest are marked with the "
+              "reason. Figures: `figures/fig1_bounds.png`, `figures/fig2_plane.png`.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out-report", default=os.path.join(here, "REPORT.md"))
+    parser.add_argument("--figures", default=os.path.join(os.path.dirname(here), "figures"))
+    args = parser.parse_args(argv)
+    start = time.perf_counter()
+    claims = []
+    for step in tqdm([*THEORY, lambda: figures(args.figures)], desc="paper_repro", unit="claim"):
+        claims.append(step())
+    claims += not_at_this_scale()
+    text = report(claims, time.perf_counter() - start)
+    with open(args.out_report, "w") as fh:
+        fh.write(text)
+    print(text)
+    print(f"wrote {args.out_report}")
+    failed = [c for c in claims if c.verdict == "does not reproduce"]
+    return 1 if failed else 0
