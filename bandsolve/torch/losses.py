@@ -1,0 +1,127 @@
+"""Clipped policy-gradient surrogates: BandPO and its baselines, one signature.
+
+    loss, metrics = policy_loss(log_prob, old_log_prob, advantages, response_mask,
+                                PolicyLossConfig(rule=Band(delta=0.05)))
+
+Per token, with r = exp(log_prob - old_log_prob) and [lo, hi] = rule.bounds(old_log_prob):
+
+    loss = max(-A r, -A clip(r, lo, hi)),  and for A < 0 with dual clip c:  min(loss, -c A).
+
+Aggregation follows verl's ``loss_agg_mode``. Metrics are returned as 0-d
+tensors (no host synchronisation), computed under ``torch.no_grad()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from .rules import Band, ClipHigher
+
+LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+
+#: old-probability buckets for the metrics, as (name, low, high)
+P_BUCKETS = (("p<1e-3", 0.0, 1e-3), ("1e-3<=p<1e-2", 1e-3, 1e-2), ("1e-2<=p<0.1", 1e-2, 0.1),
+             ("0.1<=p<0.5", 0.1, 0.5), ("0.5<=p<0.9", 0.5, 0.9), ("p>=0.9", 0.9, 1.01))
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLossConfig:
+    """How a policy loss clips and aggregates.
+
+    Attributes
+    ----------
+    rule : a clipping rule (``Band``, ``PPOClip``, ``ClipHigher``, ``DCPO``, ``NoClip``)
+    loss_agg_mode : one of ``LOSS_AGG_MODES`` (verl's names)
+    dual_clip : the dual-clip constant c > 1 for negative advantages, or None
+        (verl's default is 3; the paper's runs use 10)
+    """
+
+    rule: object = dataclasses.field(default_factory=Band)
+    loss_agg_mode: str = "token-mean"
+    dual_clip: Optional[float] = None
+
+    def __post_init__(self):
+        if self.loss_agg_mode not in LOSS_AGG_MODES:
+            raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES} "
+                             f"(got {self.loss_agg_mode!r})")
+        if self.dual_clip is not None and not self.dual_clip > 1.0:
+            raise ValueError(f"dual_clip must be > 1 or None (got {self.dual_clip})")
+        if not hasattr(self.rule, "bounds"):
+            raise TypeError(f"rule must have a bounds(old_log_prob) method (got {self.rule!r})")
+
+
+def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
+    """verl's aggregation of a (batch, tokens) loss matrix under a 0/1 mask."""
+    mask = mask.to(loss_mat.dtype)
+    if mode == "token-mean":
+        return (loss_mat * mask).sum() / mask.sum().clamp(min=1.0)
+    per_sequence = (loss_mat * mask).sum(dim=-1)
+    if mode == "seq-mean-token-mean":
+        per_sequence = per_sequence / mask.sum(dim=-1).clamp(min=1.0)
+    return per_sequence.mean()
+
+
+def _masked_mean(x, mask):
+    mask = mask.to(torch.float32)
+    return (x.to(torch.float32) * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def _check(log_prob, old_log_prob, advantages, response_mask):
+    shapes = {t.shape for t in (log_prob, old_log_prob, advantages, response_mask)}
+    if len(shapes) != 1:
+        raise ValueError("log_prob, old_log_prob, advantages and response_mask must share one "
+                         f"shape (got {[tuple(s) for s in shapes]})")
+    devices = {t.device for t in (log_prob, old_log_prob, advantages, response_mask)}
+    if len(devices) != 1:
+        raise ValueError(f"all inputs must be on one device (got {sorted(map(str, devices))})")
+
+
+def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=PolicyLossConfig()):
+    """The clipped surrogate of ``config.rule``, aggregated; returns (loss, metrics).
+
+    Raises
+    ------
+    ValueError
+        Inputs of different shapes or devices; a bad configuration.
+    """
+    _check(log_prob, old_log_prob, advantages, response_mask)
+    lower, upper = config.rule.bounds(old_log_prob)
+
+    ratio = torch.exp(log_prob - old_log_prob)
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, lower, upper)
+    pg_losses = torch.maximum(pg_loss1, pg_loss2)
+    if config.dual_clip is not None:
+        pg_loss3 = torch.minimum(pg_losses, -advantages * config.dual_clip)
+        pg_losses = torch.where(advantages < 0, pg_loss3, pg_losses)
+    loss = aggregate(pg_losses, response_mask, config.loss_agg_mode)
+
+    with torch.no_grad():
+        metrics = _metrics(ratio, advantages, response_mask, old_log_prob, lower, upper)
+    return loss, metrics
+
+
+def _metrics(ratio, advantages, mask, old_log_prob, lower, upper):
+    """Clip fractions (where the clip zeroes the gradient) overall and by p bucket,
+    and how the band's width compares with Clip-Higher's."""
+    clipped_high = (ratio > upper) & (advantages > 0)
+    clipped_low = (ratio < lower) & (advantages < 0)
+    ch_lower, ch_upper = ClipHigher().bounds(old_log_prob)
+    width = upper - lower
+    metrics = {
+        "clipfrac_upper": _masked_mean(clipped_high, mask),
+        "clipfrac_lower": _masked_mean(clipped_low, mask),
+        "ratio_mean": _masked_mean(ratio, mask),
+        "wider_than_clip_higher": _masked_mean(width > (ch_upper - ch_lower), mask),
+    }
+    p = old_log_prob.exp()
+    for name, low, high in P_BUCKETS:
+        in_bucket = mask.bool() & (p >= low) & (p < high)
+        metrics[f"clipfrac/{name}"] = _masked_mean(clipped_high | clipped_low, in_bucket)
+        metrics[f"band_width/{name}"] = _masked_mean(torch.nan_to_num(width, posinf=1e30),
+                                                     in_bucket)
+        metrics[f"tokens/{name}"] = in_bucket.sum()
+    return metrics
