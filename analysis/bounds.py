@@ -170,7 +170,7 @@ def figure_tail(p=None, delta=0.05):
     """Log-scale views of the tail: ratio bounds and probability changes from p = 1e-6."""
     p = np.logspace(-6, 0, 400) if p is None else np.asarray(p, dtype=float)
     fig, (ax_r, ax_d) = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
-    for key, lower, upper in _rules(p, delta):
+    for key, _lower, upper in _rules(p, delta):
         style = STYLE[key]
         ax_r.plot(p, upper, **style)
         ax_d.plot(p, p * (upper - 1), **style)

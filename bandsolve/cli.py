@@ -64,7 +64,8 @@ def _run_repro(args):
         from paper_repro.repro import main as repro_main
     except ImportError:
         raise ValueError("bandsolve repro runs the reproduction in paper_repro/, which lives "
-                         "in the source checkout: clone the repository and pip install -e .")
+                         "in the source checkout: clone the repository and pip install -e .") \
+            from None
     argv = []
     if args.out_report:
         argv += ["--out-report", args.out_report]

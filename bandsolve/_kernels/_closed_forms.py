@@ -11,7 +11,7 @@ written so that nothing cancels when a or b is small.
 
 import math
 
-from ._util import closed_form
+from ._util import closed_form, jit
 
 
 @closed_form
@@ -42,29 +42,27 @@ def neyman_margins(a, b, delta, theta):
     return (2.0 * delta * a / (root + delta * (a - b))) * b, direct_lo
 
 
+@jit
+def _hellinger_margin(t, tc, w, sin_w, end):
+    """sin(w) sin(2t + w), the move from the angle t by w, or ``end`` once
+    it saturates (w >= tc); the sine's argument is the one that does not cancel."""
+    if w >= tc:
+        return end
+    if t <= tc:
+        return min(sin_w * math.sin(2.0 * t + w), end)
+    return min(sin_w * math.sin(2.0 * tc - w), end)  # = sin(2t + w), tc = pi/2 - t
+
+
 @closed_form
 def hellinger_margins(a, b, delta, theta):
     # With t the angle of sqrt(a) and w = arccos(1 - delta/2): q = sin^2(t + w),
-    # so m_hi = sin^2(t + w) - sin^2(t) = sin(w) sin(2t + w) = sin(w) sin(2tc - w)
-    # with tc = pi/2 - t; it saturates once w >= tc. The lower margin swaps t
-    # and tc. Each angle comes from atan2, exact on both sides, and each sine
-    # is taken of the argument that does not cancel.
+    # so m_hi = sin^2(t + w) - sin^2(t) = sin(w) sin(2t + w), saturating once
+    # w >= pi/2 - t. The lower margin swaps t and its complement. Both angles
+    # come from atan2, exact on both sides.
     if delta >= 2.0:
         return b, a
     t = math.atan2(math.sqrt(a), math.sqrt(b))
     tc = math.atan2(math.sqrt(b), math.sqrt(a))
     w = 2.0 * math.asin(0.5 * math.sqrt(delta))
     sin_w = math.sqrt(delta) * math.sqrt(1.0 - 0.25 * delta)
-    if w >= tc:
-        m_hi = b
-    elif t <= tc:
-        m_hi = min(sin_w * math.sin(2.0 * t + w), b)
-    else:
-        m_hi = min(sin_w * math.sin(2.0 * tc - w), b)
-    if w >= t:
-        m_lo = a
-    elif tc <= t:
-        m_lo = min(sin_w * math.sin(2.0 * tc + w), a)
-    else:
-        m_lo = min(sin_w * math.sin(2.0 * t - w), a)
-    return m_hi, m_lo
+    return _hellinger_margin(t, tc, w, sin_w, b), _hellinger_margin(tc, t, w, sin_w, a)
