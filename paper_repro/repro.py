@@ -199,8 +199,8 @@ def not_at_this_scale():
               "not reproduced at this scale"),
         Claim("BandPO keeps the policy entropy near 0.2 where clipping collapses it to about 0.02",
               "0.2 against 0.02",
-              "not run yet: the small-scale dynamics study needs bandsolve.torch's policy "
-              "losses (issue 4), which do not exist yet",
+              "not run yet: the small-scale dynamics study (a tail-token bandit and a small "
+              "sequence task, open issue 5) is not built",
               "not reproduced yet"),
         Claim("The paper's KL bisection costs about 10.5 ms per call on 32,768 tokens on an H200",
               "10.5 ms on an H200", "not run: no GPU here; CPU comparison in "
