@@ -129,8 +129,10 @@ def flat_operands(x: np.ndarray, y: np.ndarray):
     def flat(a):
         if a.size == 1:
             return np.array(a, dtype=np.float64).reshape(1)
-        # numba types read-only arrays apart: np.require copies only where
-        # the view is not already contiguous and writable
-        return np.require(np.broadcast_to(a, shape), np.float64, ["C", "W"]).reshape(-1)
+        if a.shape != shape:  # a broadcast view is read-only: materialise it
+            a = np.broadcast_to(a, shape)
+        # numba types read-only arrays apart: copy only an array that is not
+        # already contiguous and writable (a float64 input as it came is not)
+        return np.require(a, np.float64, ["C", "W"]).reshape(-1)
 
     return shape, flat(x), flat(y)

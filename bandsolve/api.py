@@ -23,8 +23,11 @@ class BandSolveError(RuntimeError):
 def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Divergence,
            max_ratio: float):
     n = int(np.prod(shape, dtype=np.int64))
-    lower = np.empty(n)
-    upper = np.empty(n)
+    # np.zeros, not np.empty: calloc hands out fresh zero pages, which the
+    # kernel's threads fault in about 3x faster than recycled heap memory
+    # (measured: 4 ms against 13 ms for two 1e6 outputs, benchmarks/RESULTS.md)
+    lower = np.zeros(n)
+    upper = np.zeros(n)
     if n and div.margins is not None:
         _solver.band_by_closed_form(x, from_logp, delta, div.parameter, div.margins,
                                     lower, upper)

@@ -13,6 +13,8 @@ import math
 
 from ._util import closed_form, jit
 
+_HALF_PI = 0.5 * math.pi
+
 
 @closed_form
 def tv_margins(a, b, delta, theta):
@@ -22,9 +24,13 @@ def tv_margins(a, b, delta, theta):
 
 @closed_form
 def chi2_margins(a, b, delta, theta):
-    # g(m) = m^2 / (a b); separate square roots keep delta a b from
-    # underflowing when a or b is tiny or subnormal
-    m = math.sqrt(delta) * math.sqrt(a) * math.sqrt(b)
+    # g(m) = m^2 / (a b); where delta a b could underflow (a or b tiny or
+    # subnormal), separate square roots keep it
+    product = delta * a * b
+    if product > 1e-280:
+        m = math.sqrt(product)
+    else:
+        m = math.sqrt(delta) * math.sqrt(a) * math.sqrt(b)
     return min(m, b), min(m, a)
 
 
@@ -61,8 +67,14 @@ def hellinger_margins(a, b, delta, theta):
     # come from atan2, exact on both sides.
     if delta >= 2.0:
         return b, a
-    t = math.atan2(math.sqrt(a), math.sqrt(b))
-    tc = math.atan2(math.sqrt(b), math.sqrt(a))
+    # one atan2 for the smaller angle (<= pi/4); its complement pi/2 - t is
+    # >= pi/4 and so does not cancel
+    if a <= b:
+        t = math.atan2(math.sqrt(a), math.sqrt(b))
+        tc = _HALF_PI - t
+    else:
+        tc = math.atan2(math.sqrt(b), math.sqrt(a))
+        t = _HALF_PI - tc
     w = 2.0 * math.asin(0.5 * math.sqrt(delta))
     sin_w = math.sqrt(delta) * math.sqrt(1.0 - 0.25 * delta)
     return _hellinger_margin(t, tc, w, sin_w, b), _hellinger_margin(tc, t, w, sin_w, a)

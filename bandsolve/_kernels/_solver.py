@@ -34,6 +34,8 @@ from numba import prange, types
 from . import _warm_start as _warm
 from ._util import ClosedFormFn, GeneratorFn, jit
 
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+
 # Codes from solve_margin: an interior root, the simplex end, or no convergence.
 INTERIOR, SATURATED, FAILED = 0, 1, 2
 
@@ -258,9 +260,16 @@ def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
         m_hi, m_lo = closed(p, pc, delta[i * d_step], theta)
         inv_p = 1.0 / p
         # A closed form reaches the simplex end exactly where it saturates.
-        # Divide rather than multiply by inv_p: 1/p overflows for subnormal p.
-        upper[i] = inv_p if m_hi >= pc else min(1.0 + m_hi / p, inv_p)
-        lower[i] = 0.0 if m_lo >= p else 1.0 - m_lo / p
+        # One division: m * (1/p) adds an ulp of rounding, well inside the
+        # tolerance; for subnormal p, 1/p overflows, so divide there.
+        if p >= _SMALLEST_NORMAL:
+            r_hi = 1.0 + m_hi * inv_p
+            r_lo = 1.0 - m_lo * inv_p
+        else:
+            r_hi = 1.0 + m_hi / p
+            r_lo = 1.0 - m_lo / p
+        upper[i] = inv_p if m_hi >= pc else min(r_hi, inv_p)
+        lower[i] = 0.0 if m_lo >= p else max(r_lo, 0.0)
 
 
 _BINARY_SIG = types.void(_Vec, _Vec, types.float64, GeneratorFn, GeneratorFn, _Vec)
