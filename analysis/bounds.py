@@ -47,6 +47,11 @@ DIVERGENCE_COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#e3
                      "#17becf", "#bcbd22", "#ff7f0e"]
 
 
+def _unlabelled(style):
+    """The style without its legend label (for a rule's second curve)."""
+    return {k: v for k, v in style.items() if k != "label"}
+
+
 def _rules(p, delta):
     """(key, lower, upper) for every rule of Figure 1."""
     rows = [(f"band-{name}", *bs.band(p, delta, name)) for name in ("kl", "tv", "chi2")]
@@ -68,15 +73,15 @@ def figure1(p=None, delta=0.1, ylim=6.0):
     p = np.linspace(0.005, 1.0, 400) if p is None else np.asarray(p, dtype=float)
     fig, (ax_r, ax_d) = plt.subplots(1, 2, figsize=(12, 4.8), constrained_layout=True)
     ax_r.plot(p, 1.0 / p, **STYLE["simplex"])
-    ax_r.plot(p, np.zeros_like(p), **{k: v for k, v in STYLE["simplex"].items() if k != "label"})
+    ax_r.plot(p, np.zeros_like(p), **_unlabelled(STYLE["simplex"]))
     ax_d.plot(p, 1.0 - p, **STYLE["simplex"])
-    ax_d.plot(p, -p, **{k: v for k, v in STYLE["simplex"].items() if k != "label"})
+    ax_d.plot(p, -p, **_unlabelled(STYLE["simplex"]))
     for key, lower, upper in _rules(p, delta):
         style = STYLE[key]
         ax_r.plot(p, upper, **style)
-        ax_r.plot(p, lower, **{k: v for k, v in style.items() if k != "label"})
+        ax_r.plot(p, lower, **_unlabelled(style))
         ax_d.plot(p, p * (upper - 1), **style)
-        ax_d.plot(p, p * (lower - 1), **{k: v for k, v in style.items() if k != "label"})
+        ax_d.plot(p, p * (lower - 1), **_unlabelled(style))
     ax_r.set_ylim(0, ylim)
     _style_axes(ax_r, rf"(a) ratio bounds, $\delta$ = {delta:g}", r"old probability $p$",
                 r"ratio $r = \pi_{new}/\pi_{old}$")

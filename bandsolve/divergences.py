@@ -80,10 +80,6 @@ class Divergence:
         """The same divergence, solved by the generic root finder."""
         return dataclasses.replace(self, margins=None, name=self.name + "[root]")
 
-    def generator(self, u: float) -> float:
-        """f(u) for a Python float (convenience; backends call ``f`` directly)."""
-        return self.f(float(u), float(u) - 1.0, self.parameter)
-
     @classmethod
     def from_generator(
         cls,
