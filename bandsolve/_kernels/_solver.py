@@ -90,6 +90,49 @@ def saturates(a, b, delta, f, f_conj, theta, f_at_zero):
     return perspective(a, b, f, f_conj, theta) + b * f_at_zero <= delta
 
 
+_Z_EDGE = 745.0  # sigmoid(-745) is the smallest subnormal
+
+
+@jit(types.float64(types.boolean, types.float64, types.float64, GeneratorFn, GeneratorFn,
+                   types.float64))
+def saturation_threshold(upper, delta, theta, f, f_conj, f_at_zero):
+    """The z = logit p where a bound starts to saturate.
+
+    The upper bound saturates (r = 1/p) for z >= the threshold, the lower
+    (r = 0) for z <= it: g(b) falls with p for the upper margin and rises for
+    the lower. +-inf where no z in [-745, 745] saturates or every z does.
+    Bisection on the same test as ``saturates``, to adjacent floats.
+    """
+    never = math.inf if upper else -math.inf
+    if f_at_zero == math.inf:
+        return never
+
+    def excess(z):
+        p, pc = _sigmoid_pair(z)
+        a, b = (p, pc) if upper else (pc, p)
+        return perspective(a, b, f, f_conj, theta) + b * f_at_zero - delta
+
+    lo, hi = -_Z_EDGE, _Z_EDGE  # excess(lo) and excess(hi) differ in sign
+    if upper:
+        if excess(hi) > 0.0:
+            return never
+        if excess(lo) <= 0.0:
+            return -never
+    else:
+        if excess(lo) > 0.0:
+            return never
+        if excess(hi) <= 0.0:
+            return -never
+    while True:
+        mid = 0.5 * (lo + hi)
+        if mid == lo or mid == hi:
+            return hi if upper else lo  # the saturated end
+        if (excess(mid) <= 0.0) == upper:
+            hi = mid
+        else:
+            lo = mid
+
+
 @jit
 def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
                  x_start):
@@ -211,7 +254,7 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
     length 1 or len(lower), a length-1 operand standing for every element.
     ``start_upper`` / ``start_lower`` are warm-start tables from
-    ``build_start_table`` for a single delta, or empty.
+    ``margin_table`` (on the ``_warm_start`` grid) for a single delta, or empty.
     Returns the number of bounds that failed to converge (marked NaN).
     """
     failures = 0
@@ -302,20 +345,39 @@ def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
 
 
 _TABLE_SIG = types.void(
-    types.float64, types.float64, GeneratorFn, GeneratorFn, GeneratorFn,
-    types.float64, types.float64, types.float64, types.float64[::1], types.float64[::1],
+    types.float64, types.float64, types.float64, types.float64, GeneratorFn, GeneratorFn,
+    GeneratorFn, types.float64, types.float64, types.float64, types.float64[::1],
+    types.float64[::1],
 )
 
 
+_AT_SIG = types.void(
+    types.float64[::1], types.float64, types.float64, GeneratorFn, GeneratorFn,
+    GeneratorFn, types.float64, types.float64, types.float64, types.float64[::1],
+    types.float64[::1],
+)
+
+
+@jit(_AT_SIG, parallel=True)
+def margin_at(z, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
+              x_upper, x_lower):
+    """x of the upper and lower margin at each z = logit p (NaN where the
+    bound is not interior)."""
+    for k in prange(z.size):
+        p, pc = _sigmoid_pair(z[k])  # (p, 1 - p), both exact
+        x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
+                                  slope_at_inf, curvature, math.nan)[3]
+        x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,
+                                  slope_at_inf, curvature, math.nan)[3]
+
+
 @jit(_TABLE_SIG, parallel=True)
-def build_start_table(delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
-                x_upper, x_lower):
-    """x of the upper and lower margin at each node of ``_warm_start``'s grid
-    (NaN where the bound is not interior)."""
-    n = x_upper.size
-    h = (_warm.Z_MAX - _warm.Z_MIN) / (n - 1)
-    for k in prange(n):
-        p, pc = _sigmoid_pair(_warm.Z_MIN + k * h)  # (p, 1 - p), both exact
+def margin_table(z_start, z_step, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
+                 curvature, x_upper, x_lower):
+    """x of the upper and lower margin at the nodes z_start + k z_step in
+    z = logit p (NaN where the bound is not interior)."""
+    for k in prange(x_upper.size):
+        p, pc = _sigmoid_pair(z_start + k * z_step)  # (p, 1 - p), both exact
         x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
                                   slope_at_inf, curvature, math.nan)[3]
         x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,

@@ -10,10 +10,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import numpy as np
 import torch
 
-from .. import api
 from ..divergences import get_divergence
 
 
@@ -73,23 +71,24 @@ class DCPO:
 class Band:
     """BandPO: the f-divergence trust region's ratio bounds, capped at max_ratio.
 
-    The bounds come from ``old_log_prob`` without gradient, through the
-    float64 numpy core (exact; a copy to the host and back). The native,
-    compile-friendly torch solver is issue 4's ``bandsolve.torch.band``.
+    The bounds come from ``old_log_prob`` without gradient, on its device,
+    through :func:`bandsolve.torch.band_from_logp` (a certified table; no host
+    round trip). Log-probabilities that rounding put above 0 are read as 0.
+    ``validate`` checks for NaN and +inf (one device-to-host read); with
+    ``validate=False`` such tokens get NaN bounds, and so a NaN loss.
     """
 
     delta: float = 0.05
     divergence: str = "kl"
     max_ratio: float | None = 10.0
+    validate: bool = True
 
     def __post_init__(self):
         get_divergence(self.divergence)  # fail early on an unknown name
 
     def bounds(self, old_log_prob):
-        with torch.no_grad():
-            logp = old_log_prob.detach().to("cpu", torch.float64).numpy()
-            lower, upper = api.band_from_logp(np.minimum(logp, 0.0), self.delta, self.divergence,
-                                              max_ratio=self.max_ratio)
-        dtype = torch.float64 if old_log_prob.dtype == torch.float64 else torch.float32
-        return (torch.as_tensor(lower, dtype=dtype, device=old_log_prob.device),
-                torch.as_tensor(upper, dtype=dtype, device=old_log_prob.device))
+        from .bounds import band_from_logp
+
+        return band_from_logp(old_log_prob.detach().clamp(max=0.0), self.delta,
+                              self.divergence, max_ratio=self.max_ratio,
+                              validate=self.validate)

@@ -1,0 +1,383 @@
+"""Bound tables: the band for one (divergence, delta) as a certified spline.
+
+A trainer that runs one divergence and one delta for a whole run can skip the
+solver: the bounds are smooth functions of z = logit p, apart from the
+saturation thresholds, so a piecewise polynomial in z reproduces them at the
+cost of a gather and a few multiply-adds per element. ``bandsolve.torch``
+evaluates these tables on the device; ``bandsolve export`` writes them to a
+file for trainers in other frameworks.
+
+What is tabulated
+-----------------
+For each bound, y(z) = log s, where s is the bound's margin as a share of the
+room the simplex leaves it:
+
+* upper: s = m / (1 - p) with m = p (r - 1), so r = 1 + s (1 - p) / p;
+* lower: s = 1 - r, so r = -expm1(y).
+
+y <= 0 is smooth where the bound is interior, tends to 0 at a saturation
+threshold (s = 1; like a power of the distance to it, or d log d) and is close
+to linear in both tails. Beyond its threshold a bound is saturated exactly
+(r = 1/p or r = 0); the file stores the threshold to the last bit.
+
+The grid: octaves of the distance to a center
+----------------------------------------------
+With d = |z - center| (the center is the threshold, or 0 where there is
+none), the grid is uniform within each octave [2^(e-1), 2^e) of d, with
+``PER_OCTAVE`` intervals, for e from ``OCTAVE_MIN`` to ``OCTAVE_MAX``, plus
+one uniform segment [0, 2^(OCTAVE_MIN - 1)). So nodes are dense where y
+bends (next to a threshold) and sparse in the nearly linear tails, and the
+interval of an element and its position in it come from ``frexp(d)`` with
+no rounding at all: ``d = m 2^e`` with m in [1/2, 1), and (2m - 1)
+PER_OCTAVE splits into the interval (integer part) and the local coordinate
+t in [0, 1) (fraction), both exact in float32 as in float64. Each interval
+holds the quintic spline's piece as coefficients of t^0 .. t^5.
+
+Certificate
+-----------
+``build`` checks the table against the float64 root finder at four points
+inside every interval and at both ends of the range (p and 1 - p from 1e-300
+to 1), evaluating the table as the devices do (from log p, in float64), and
+stores the smallest ``rtol`` with
+
+    |r_table - r| <= max(rtol * min(r, |r - 1|), atol * max(r, 1))
+
+at every point checked, atol = 1e-12. That is a dense check, not a proof:
+between the points the spline and the bound are both smooth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+from scipy.interpolate import make_interp_spline
+
+from . import _validate, api
+from ._kernels import _solver
+from .divergences import Divergence, get_divergence
+
+__all__ = ["TableSide", "BandTableData", "build", "save", "load", "evaluate_numpy",
+           "to_arrays", "from_arrays", "ATOL"]
+
+FORMAT = "bandsolve.table"
+FORMAT_VERSION = 1
+ATOL = 1e-12
+DEGREE = 5
+# Octaves of d = |z - center|: [2^(e-1), 2^e) for e in [OCTAVE_MIN, OCTAVE_MAX],
+# below them one uniform segment. 2^-25 = 3e-8 and 512 intervals per octave
+# resolve the d log d shapes next to thresholds and the tails to 1e-12
+# (tried: 256 per octave left 1e-5 for kl at delta = 1e-6); 2^11 = 2048 covers
+# every float64 z = logit p (|z| < 745) whatever the center.
+OCTAVE_MIN = -24
+OCTAVE_MAX = 11
+PER_OCTAVE = 512
+SEGMENTS = OCTAVE_MAX - OCTAVE_MIN + 2
+INTERVALS_PER_SIGN = SEGMENTS * PER_OCTAVE
+# The solver's range: sigmoid(-745) is the smallest subnormal.
+_Z_EDGE = 745.0
+# Certified for p and 1 - p down to 1e-300, the numpy core's own range.
+_CERTIFIED_Z = 690.0
+
+
+@dataclasses.dataclass(frozen=True)
+class TableSide:
+    """One bound: y = log s on the octave grid around ``center``.
+
+    ``threshold``: the upper bound is saturated for z >= threshold, the lower
+    for z <= threshold (+inf / -inf: never, or always). With a finite
+    threshold the grid is one-sided (the interior side of the center);
+    without one, ``coefficients`` holds the side z >= center first, then
+    z < center. ``coefficients[k, j]`` multiplies t^j in interval k.
+    """
+
+    center: float
+    threshold: float
+    coefficients: np.ndarray
+
+    @property
+    def two_sided(self) -> bool:
+        return self.coefficients.shape[0] == 2 * INTERVALS_PER_SIGN
+
+
+
+@dataclasses.dataclass(frozen=True)
+class BandTableData:
+    """A certified table of the band for one divergence and one delta."""
+
+    divergence: str
+    delta: float
+    max_ratio: float  # inf for no cap
+    upper: TableSide
+    lower: TableSide
+    lower_at_one: float  # the lower bound at p = 1 (a limit the grid only approaches)
+    rtol: float
+    atol: float = ATOL
+
+    def describe(self) -> str:
+        cap = "none" if self.max_ratio == math.inf else f"{self.max_ratio:g}"
+        return (f"Band-{self.divergence} table, delta={self.delta:g}, max_ratio={cap}, "
+                f"{self.upper.coefficients.shape[0]} + {self.lower.coefficients.shape[0]} "
+                f"intervals; certified |r_table - r| <= max({self.rtol:.2g} min(r, |r-1|), "
+                f"{self.atol:g} max(r, 1)) for p and 1 - p in [1e-300, 1]")
+
+
+def _distance_nodes() -> np.ndarray:
+    """The grid's nodes in d, from 0 to 2^OCTAVE_MAX (INTERVALS_PER_SIGN + 1)."""
+    j = np.arange(PER_OCTAVE) / PER_OCTAVE
+    parts = [j * 2.0 ** (OCTAVE_MIN - 1)]
+    for e in range(OCTAVE_MIN, OCTAVE_MAX + 1):
+        parts.append(2.0 ** (e - 1) * (1.0 + j))
+    parts.append(np.array([2.0 ** OCTAVE_MAX]))
+    return np.concatenate(parts)
+
+
+def interval_of(d: np.ndarray):
+    """(interval index, t in [0, 1)) of distances d >= 0 on one side's grid;
+    d beyond the grid maps to the end of the last interval. Exact."""
+    mantissa, exponent = np.frexp(d)
+    in_octaves = (exponent >= OCTAVE_MIN) & (d > 0.0)  # frexp(0) = (0, 0)
+    position = np.where(in_octaves, (2.0 * mantissa - 1.0) * PER_OCTAVE,
+                        d * (2.0 ** (1 - OCTAVE_MIN) * PER_OCTAVE))  # exact
+    segment = np.where(in_octaves, exponent - OCTAVE_MIN + 1, 0)
+    j = np.floor(position)
+    k = segment * PER_OCTAVE + j.astype(np.int64)
+    t = position - j
+    beyond = k >= INTERVALS_PER_SIGN
+    return np.where(beyond, INTERVALS_PER_SIGN - 1, k), np.where(beyond, 1.0, t)
+
+
+def _log_share(x: np.ndarray) -> np.ndarray:
+    """log s = log sigmoid(x) for the solver's x = logit s, exactly."""
+    with np.errstate(invalid="ignore"):
+        return -np.logaddexp(0.0, -x)
+
+
+def _interval_coefficients(spline, z_left, z_right) -> np.ndarray:
+    """Coefficients of t^0..t^5 for the spline on each [z_left, z_right]
+    (t = 0 at z_left; z_right may lie below z_left), from its Taylor
+    expansion at the midpoint, which lies inside one polynomial piece."""
+    mid = 0.5 * (z_left + z_right)
+    width = z_right - z_left
+    # about the midpoint, in u = t - 1/2: a_j = y^(j)(mid) width^j / j!
+    a = np.stack([spline(mid, nu=j) * width ** j / math.factorial(j)
+                  for j in range(DEGREE + 1)], axis=1)
+    # (t - 1/2)^j = sum_i C(j, i) t^i (-1/2)^(j - i)
+    shift = np.zeros((DEGREE + 1, DEGREE + 1))
+    for j in range(DEGREE + 1):
+        for i in range(j + 1):
+            shift[j, i] = math.comb(j, i) * (-0.5) ** (j - i)
+    return a @ shift
+
+
+def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
+    threshold = float(_solver.saturation_threshold(upper, delta, div.parameter, div.f,
+                                                   div.f_conjugate, div.f_at_zero))
+    if threshold == (-math.inf if upper else math.inf):  # always saturated: never read
+        return TableSide(center=0.0, threshold=threshold,
+                         coefficients=np.zeros((INTERVALS_PER_SIGN, DEGREE + 1)))
+    d = _distance_nodes()
+    if math.isfinite(threshold):
+        center = threshold
+        signs = (-1.0,) if upper else (1.0,)  # the interior side
+    else:
+        center = 0.0
+        signs = (1.0, -1.0)
+    z_all = np.unique(np.concatenate([center + sign * d for sign in signs]))
+    z_solve = np.clip(z_all, -_Z_EDGE, _Z_EDGE)
+    x_upper = np.empty(z_all.size)
+    x_lower = np.empty(z_all.size)
+    _solver.margin_at(np.ascontiguousarray(z_solve), delta, div.parameter, div.f, div.df,
+                      div.f_conjugate, div.f_at_zero, div.slope_at_infinity,
+                      div.curvature_at_one, x_upper, x_lower)
+    y = _log_share(x_upper if upper else x_lower)
+    # At the threshold s = 1 exactly; the solver reports that node (and maybe
+    # its neighbour, by rounding) as saturated, NaN.
+    y[~np.isfinite(y)] = 0.0
+    spline = make_interp_spline(z_all, y, k=DEGREE)
+    coefficients = np.concatenate([
+        _interval_coefficients(spline, center + sign * d[:-1], center + sign * d[1:])
+        for sign in signs])
+    return TableSide(center=center, threshold=threshold,
+                     coefficients=np.ascontiguousarray(coefficients))
+
+
+def _logp_of_z(z: np.ndarray) -> np.ndarray:
+    """log sigmoid(z), exactly."""
+    return -np.logaddexp(0.0, -z)
+
+
+def _side_numpy(side: TableSide, z: np.ndarray) -> np.ndarray:
+    """y = log s at z (float64, numpy): the device evaluation, line for line."""
+    d = z - side.center
+    k, t = interval_of(np.abs(d))
+    if side.two_sided:
+        k = k + np.where(d < 0.0, INTERVALS_PER_SIGN, 0)
+    c = side.coefficients[k]
+    y = c[:, DEGREE]
+    for j in range(DEGREE - 1, -1, -1):
+        y = y * t + c[:, j]
+    return np.minimum(y, 0.0)
+
+
+def evaluate_numpy(table: BandTableData, logp: np.ndarray):
+    """(lower, upper) from the table in float64 numpy (for certification and
+    for readers of an exported file; the device path is ``bandsolve.torch``)."""
+    logp = np.asarray(logp, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        q = -np.expm1(logp)
+        z = np.clip(logp - np.log(q), -1e300, 1e300)
+        inv_p = np.exp(-logp)
+        y_hi = _side_numpy(table.upper, z)
+        upper = np.where(z >= table.upper.threshold, inv_p,
+                         np.minimum(1.0 + np.exp(y_hi - logp) * q, inv_p))
+        upper = np.where(logp == -np.inf, np.inf, upper)
+        upper = np.minimum(upper, table.max_ratio)
+        y_lo = _side_numpy(table.lower, z)
+        lower = np.where(z <= table.lower.threshold, 0.0, 0.0 - np.expm1(y_lo))
+        lower = np.where(q == 0.0, table.lower_at_one, lower)
+    return lower, upper
+
+
+def _check_points(table: BandTableData) -> np.ndarray:
+    """Four points in every interval of both grids, and the far tails."""
+    d = _distance_nodes()
+    frac = np.array([0.125, 0.375, 0.625, 0.875])
+    inside = np.concatenate([(d[:-1, None] + frac * np.diff(d)[:, None]).ravel(), d])
+    points = [np.geomspace(1.0, _CERTIFIED_Z, 200), -np.geomspace(1.0, _CERTIFIED_Z, 200)]
+    for side in (table.upper, table.lower):
+        points += [side.center + inside, side.center - inside]
+    points = np.concatenate(points)
+    return np.concatenate([points[np.abs(points) <= _CERTIFIED_Z], [-np.inf, np.inf]])
+
+
+def _certify(table: BandTableData, div: Divergence) -> float:
+    logp = _logp_of_z(_check_points(table))
+    lower, upper = evaluate_numpy(table, logp)
+    ref_lower, ref_upper = api.band_from_logp(logp, table.delta, div,
+                                              max_ratio=table.max_ratio)
+    worst = 0.0
+    for got, ref in ((lower, ref_lower), (upper, ref_upper)):
+        finite = np.isfinite(ref)
+        if np.any(got[~finite] != ref[~finite]):
+            return math.inf
+        r, g = ref[finite], got[finite]
+        error = np.abs(g - r)
+        beyond_floor = error > ATOL * np.maximum(r, 1.0)
+        if np.any(beyond_floor):
+            scale = np.minimum(r, np.abs(r - 1.0))[beyond_floor]
+            worst = max(worst, float(np.max(error[beyond_floor] / scale)))
+    return worst
+
+
+def build(divergence="kl", delta=0.05, *, max_ratio=None) -> BandTableData:
+    """Tabulate and certify the band of ``divergence`` at radius ``delta``.
+
+    Parameters
+    ----------
+    divergence : str or Divergence
+    delta : float
+        Trust-region radius, > 0.
+    max_ratio : float, optional
+        Cap on the upper bound, >= 1.
+
+    Raises
+    ------
+    TypeError, ValueError
+        As :func:`bandsolve.band` for delta, max_ratio and the divergence;
+        ValueError for an array delta.
+    """
+    div = get_divergence(divergence)
+    delta_arr = _validate.check_delta(delta)
+    if delta_arr.ndim != 0:
+        raise ValueError(f"a table holds one delta; got an array of shape {delta_arr.shape}")
+    cap = float(_validate.check_max_ratio(max_ratio))
+    d = float(delta_arr)
+    draft = BandTableData(divergence=div.name, delta=d, max_ratio=cap,
+                          upper=_fit_side(div, d, True), lower=_fit_side(div, d, False),
+                          lower_at_one=float(api.band(1.0, d, div)[0]), rtol=math.nan)
+    return dataclasses.replace(draft, rtol=_certify(draft, div))
+
+
+_SIDE_FIELDS = ("center", "threshold")
+_GRID = {"octave_min": OCTAVE_MIN, "octave_max": OCTAVE_MAX, "per_octave": PER_OCTAVE}
+
+
+def to_arrays(table: BandTableData) -> dict:
+    """The table as a flat dict of numpy arrays and scalars (the file layout)."""
+    out = {"format": np.array(FORMAT), "format_version": np.array(FORMAT_VERSION),
+           "divergence": np.array(table.divergence), "delta": np.array(table.delta),
+           "max_ratio": np.array(table.max_ratio), "rtol": np.array(table.rtol),
+           "lower_at_one": np.array(table.lower_at_one),
+           "atol": np.array(table.atol), **{k: np.array(v) for k, v in _GRID.items()}}
+    for name in ("upper", "lower"):
+        side = getattr(table, name)
+        out[f"{name}_coefficients"] = side.coefficients
+        for field in _SIDE_FIELDS:
+            out[f"{name}_{field}"] = np.array(getattr(side, field))
+    return out
+
+
+def from_arrays(arrays) -> BandTableData:
+    """Inverse of :func:`to_arrays`; ValueError for anything that is not a
+    table of this format version."""
+    try:
+        if str(arrays["format"]) != FORMAT:
+            raise ValueError(f"not a bandsolve table (format {str(arrays['format'])!r})")
+        version = int(arrays["format_version"])
+        if version != FORMAT_VERSION:
+            raise ValueError(f"table format version {version}; this bandsolve reads "
+                             f"version {FORMAT_VERSION}")
+        for field, expected in _GRID.items():
+            if int(arrays[field]) != expected:
+                raise ValueError(f"table grid {field} = {int(arrays[field])}; this bandsolve "
+                                 f"reads {expected}")
+        sides = {}
+        for name in ("upper", "lower"):
+            coefficients = np.ascontiguousarray(arrays[f"{name}_coefficients"], dtype=np.float64)
+            if coefficients.ndim != 2 or coefficients.shape[1] != DEGREE + 1 or \
+                    coefficients.shape[0] not in (INTERVALS_PER_SIGN, 2 * INTERVALS_PER_SIGN):
+                raise ValueError(f"{name} coefficients have shape {coefficients.shape}")
+            sides[name] = TableSide(coefficients=coefficients,
+                                    **{f: float(arrays[f"{name}_{f}"]) for f in _SIDE_FIELDS})
+        return BandTableData(divergence=str(arrays["divergence"]), delta=float(arrays["delta"]),
+                             max_ratio=float(arrays["max_ratio"]),
+                             lower_at_one=float(arrays["lower_at_one"]),
+                             rtol=float(arrays["rtol"]), atol=float(arrays["atol"]),
+                             **sides)
+    except KeyError as exc:
+        raise ValueError(f"not a bandsolve table: no field {exc}") from None
+
+
+def save(table: BandTableData, path) -> Path:
+    """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
+    path = Path(path)
+    arrays = to_arrays(table)
+    if path.suffix == ".npz":
+        with open(path, "wb") as fh:
+            np.savez(fh, **arrays)
+    elif path.suffix == ".pt":
+        import torch
+
+        torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
+                    for k, v in arrays.items()}, path)
+    else:
+        raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    return path
+
+
+def load(path) -> BandTableData:
+    """Read a table written by :func:`save` (``.npz`` or ``.pt``)."""
+    path = Path(path)
+    if path.suffix == ".npz":
+        with np.load(path, allow_pickle=False) as data:
+            return from_arrays({k: data[k] for k in data.files})
+    if path.suffix == ".pt":
+        import torch
+
+        raw = torch.load(path, map_location="cpu", weights_only=True)
+        return from_arrays({k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
+                            for k, v in raw.items()})
+    raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
