@@ -1,4 +1,4 @@
-"""The ``bandsolve`` command line: ``bandsolve bounds | verify | repro``.
+"""The ``bandsolve`` command line: ``bandsolve bounds | verify | export | repro``.
 
 Further subcommands register themselves in ``_SUBCOMMANDS`` below.
 """
@@ -59,6 +59,32 @@ def _add_verify(sub):
     add_subcommand(sub)
 
 
+def _run_export(args):
+    from pathlib import Path
+
+    from . import table
+
+    if Path(args.out).suffix not in (".npz", ".pt"):
+        raise ValueError(f"unknown table format {Path(args.out).suffix!r}: use .npz or .pt")
+    data = table.build(args.divergence, args.delta, max_ratio=args.max_ratio)
+    path = table.save(data, args.out)
+    print(f"wrote {path}: {data.describe()}")
+
+
+def _add_export(sub):
+    parser = sub.add_parser(
+        "export", help="write a certified bound table (.npz or .pt)",
+        description="Tabulate the band of one divergence at one delta as a certified "
+                    "piecewise polynomial in logit p (see bandsolve.table), for "
+                    "bandsolve.torch.BandTable.load or any reader of the documented layout.")
+    parser.add_argument("--divergence", default="kl",
+                        help="kl, rkl, tv, chi2, neyman_chi2, hellinger, js or alpha:<a>")
+    parser.add_argument("--delta", type=float, default=0.05, help="trust-region radius (0.05)")
+    parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
+    parser.add_argument("--out", required=True, help="output file, .npz (numpy) or .pt (torch)")
+    parser.set_defaults(run=_run_export)
+
+
 def _run_repro(args):
     try:
         from paper_repro.repro import main as repro_main
@@ -84,7 +110,7 @@ def _add_repro(sub):
     parser.set_defaults(run=_run_repro)
 
 
-_SUBCOMMANDS = (_add_bounds, _add_verify, _add_repro)
+_SUBCOMMANDS = (_add_bounds, _add_verify, _add_export, _add_repro)
 
 
 def build_parser() -> argparse.ArgumentParser:

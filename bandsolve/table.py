@@ -118,10 +118,13 @@ class BandTableData:
 
     def describe(self) -> str:
         cap = "none" if self.max_ratio == math.inf else f"{self.max_ratio:g}"
+        bound = f"{self.atol:g} max(r, 1)"
+        if self.rtol > 0:
+            bound = f"max({self.rtol:.2g} min(r, |r-1|), {bound})"
         return (f"Band-{self.divergence} table, delta={self.delta:g}, max_ratio={cap}, "
                 f"{self.upper.coefficients.shape[0]} + {self.lower.coefficients.shape[0]} "
-                f"intervals; certified |r_table - r| <= max({self.rtol:.2g} min(r, |r-1|), "
-                f"{self.atol:g} max(r, 1)) for p and 1 - p in [1e-300, 1]")
+                f"intervals; certified |r_table - r| <= {bound} for p and 1 - p in "
+                f"[1e-300, 1]")
 
 
 def _distance_nodes() -> np.ndarray:

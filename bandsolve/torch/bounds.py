@@ -266,7 +266,7 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: bool):
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
-        return _band_op(x, delta, key, cap, from_logp, validate)
+        return _band_op(x.detach(), delta, key, cap, from_logp, validate)
     table = _device_table(key, delta, cap, x.device)  # a user-defined Divergence
     return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
 

@@ -1,0 +1,125 @@
+"""Exported bound tables: the certificate holds away from its own check points,
+files round-trip, and bad files are refused."""
+
+import math
+
+import numpy as np
+import pytest
+
+import bandsolve as bs
+from bandsolve import table
+from bandsolve.cli import main
+
+from problems import ALL_DIVERGENCES
+
+
+def _random_logp(seed, n=4000):
+    """log p at random z = logit p, none of them the certification points."""
+    rng = np.random.default_rng(seed)
+    z = np.concatenate([rng.uniform(-40, 40, n), rng.normal(0, 3, n),
+                        -np.exp(rng.uniform(0, np.log(690), n // 4)),
+                        np.exp(rng.uniform(0, np.log(690), n // 4))])
+    return -np.logaddexp(0.0, -z)
+
+
+def _assert_certified(data, logp, lower, upper):
+    ref_lower, ref_upper = bs.band_from_logp(logp, data.delta, data.divergence,
+                                             max_ratio=data.max_ratio)
+    for got, ref in ((lower, ref_lower), (upper, ref_upper)):
+        finite = np.isfinite(ref)
+        assert np.array_equal(got[~finite], ref[~finite])
+        r, g = ref[finite], got[finite]
+        # 2x the certificate: the check is dense, not a proof
+        tol = np.maximum(2 * data.rtol * np.minimum(r, np.abs(r - 1)),
+                         2 * data.atol * np.maximum(r, 1))
+        assert np.all(np.abs(g - r) <= tol), float(np.max(np.abs(g - r) / tol))
+
+
+@pytest.mark.parametrize("divergence", ALL_DIVERGENCES)
+@pytest.mark.parametrize("delta", [1e-6, 0.05, 3.0])
+def test_certificate_holds_at_random_points(divergence, delta):
+    data = table.build(divergence, delta)
+    assert data.rtol <= 1e-9, data.describe()  # what the README quotes
+    logp = _random_logp(hash((divergence, delta)) % 2**32)
+    _assert_certified(data, logp, *table.evaluate_numpy(data, logp))
+
+
+def test_thresholds_are_the_numpy_cores():
+    data = table.build("tv", 0.1)
+    # tv's upper bound saturates where 1 - p <= delta, the lower where p <= delta
+    assert math.isclose(1 / (1 + math.exp(-data.upper.threshold)), 0.9, rel_tol=1e-14)
+    assert math.isclose(1 / (1 + math.exp(-data.lower.threshold)), 0.1, rel_tol=1e-14)
+    assert data.upper.threshold == -data.lower.threshold
+    kl = table.build("kl", 0.1)
+    assert kl.upper.threshold == math.inf and kl.lower.threshold == -math.inf
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".pt"])
+def test_files_round_trip(tmp_path, suffix):
+    if suffix == ".pt":
+        pytest.importorskip("torch")
+    data = table.build("hellinger", 0.2, max_ratio=5.0)
+    path = table.save(data, tmp_path / f"t{suffix}")
+    back = table.load(path)
+    assert (back.divergence, back.delta, back.max_ratio, back.rtol, back.atol,
+            back.lower_at_one) == (data.divergence, data.delta, data.max_ratio, data.rtol,
+                                   data.atol, data.lower_at_one)
+    for side in ("upper", "lower"):
+        a, b = getattr(data, side), getattr(back, side)
+        assert (a.center, a.threshold) == (b.center, b.threshold)
+        assert np.array_equal(a.coefficients, b.coefficients)
+    logp = _random_logp(3, 500)
+    _assert_certified(back, logp, *table.evaluate_numpy(back, logp))
+
+
+def test_cli_export_writes_a_loadable_certified_table(tmp_path, capsys):
+    out = tmp_path / "kl.npz"
+    assert main(["export", "--divergence", "kl", "--delta", "0.05", "--max-ratio", "10",
+                 "--out", str(out)]) == 0
+    assert "certified" in capsys.readouterr().out
+    data = table.load(out)
+    assert (data.divergence, data.delta, data.max_ratio) == ("kl", 0.05, 10.0)
+
+
+def test_cli_export_refuses_an_unknown_format(tmp_path, capsys):
+    assert main(["export", "--out", str(tmp_path / "t.csv")]) == 2
+    assert "use .npz or .pt" in capsys.readouterr().err
+
+
+def test_bad_files_are_refused(tmp_path):
+    data = table.build("kl", 0.05)
+    arrays = table.to_arrays(data)
+    for key, value, match in (("format", np.array("other"), "not a bandsolve table"),
+                              ("format_version", np.array(99), "version"),
+                              ("per_octave", np.array(7), "per_octave"),
+                              ("upper_coefficients", np.zeros((3, 6)), "shape")):
+        bad = dict(arrays, **{key: value})
+        with pytest.raises(ValueError, match=match):
+            table.from_arrays(bad)
+    missing = {k: v for k, v in arrays.items() if k != "delta"}
+    with pytest.raises(ValueError, match="no field"):
+        table.from_arrays(missing)
+    with pytest.raises(ValueError, match="use .npz or .pt"):
+        table.save(data, tmp_path / "t.txt")
+
+
+@pytest.mark.parametrize("kwargs, error", [(dict(delta=0.0), ValueError),
+                                           (dict(delta=[0.1, 0.2]), ValueError),
+                                           (dict(divergence="nope"), ValueError),
+                                           (dict(max_ratio=0.5), ValueError)])
+def test_build_rejects_bad_arguments(kwargs, error):
+    with pytest.raises(error):
+        table.build(**{"divergence": "kl", "delta": 0.05, **kwargs})
+
+
+def test_torch_table_round_trip_on_device(tmp_path):
+    torch = pytest.importorskip("torch")
+    from bandsolve.torch import BandTable
+
+    original = BandTable.build("chi2", 0.05, max_ratio=10.0)
+    path = original.save(tmp_path / "chi2.pt")
+    loaded = BandTable.load(path)
+    logp = torch.tensor(_random_logp(5, 1000))
+    for a, b in zip(original(logp), loaded(logp)):
+        assert torch.equal(a, b)
+    _assert_certified(loaded.data, logp.numpy(), *(t.numpy() for t in loaded(logp)))

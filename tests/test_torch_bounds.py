@@ -1,0 +1,228 @@
+"""bandsolve.torch.band / band_from_logp / BandTable against the float64 numpy
+core (itself checked against mpmath) and a few mpmath points directly."""
+
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import bandsolve as bs  # noqa: E402
+import bandsolve.torch as bt  # noqa: E402
+
+import reference  # noqa: E402
+from problems import ALL_DIVERGENCES  # noqa: E402
+
+EPS32 = float(np.finfo(np.float32).eps)
+EPS64 = float(np.finfo(np.float64).eps)
+# The stated accuracy of the torch path (bandsolve.torch.band_from_logp).
+TOLERANCE = {torch.float32: (1e-5, 16 * EPS32), torch.float64: (1e-10, 64 * EPS64)}
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _logp_cases(seed=0):
+    rng = np.random.default_rng(seed)
+    return np.concatenate([
+        -np.geomspace(1e-30, 80.0, 1500), -rng.exponential(4.0, 1500),
+        [0.0, -np.inf, -np.log(2.0), -1e-45, -1e-7, -80.0]])
+
+
+def _assert_within(got, ref, dtype, what):
+    rtol, atol = TOLERANCE[dtype]
+    got = got.double().cpu().numpy()
+    representable = np.isfinite(ref) & (ref < FLOAT32_MAX) if dtype != torch.float64 \
+        else np.isfinite(ref)
+    # non-finite references (p = 0: inf) must come out exactly
+    assert np.all(got[~np.isfinite(ref)] == ref[~np.isfinite(ref)]), what
+    r, g = ref[representable], got[representable]
+    tol = np.maximum(rtol * np.minimum(r, np.abs(r - 1.0)), atol * np.maximum(r, 1.0))
+    ratio = np.abs(g - r) / tol
+    worst = int(np.argmax(ratio)) if ratio.size else 0
+    assert ratio.size == 0 or ratio[worst] <= 1.0, (
+        f"{what}: error {ratio[worst]:.3g} x tolerance at r = {r[worst]!r} (got {g[worst]!r})")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("divergence", ALL_DIVERGENCES)
+@pytest.mark.parametrize("delta", [1e-3, 0.05, 1.0])
+def test_band_from_logp_matches_the_numpy_core(divergence, delta, dtype):
+    logp = torch.tensor(_logp_cases(), dtype=dtype)
+    lower, upper = bt.band_from_logp(logp, delta, divergence)
+    ref_lower, ref_upper = bs.band_from_logp(logp.double().numpy(), delta, divergence)
+    _assert_within(lower, ref_lower, dtype, f"{divergence} lower")
+    _assert_within(upper, ref_upper, dtype, f"{divergence} upper")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("divergence", ["kl", "tv", "chi2", "hellinger", "alpha:2"])
+def test_band_from_p_matches_the_numpy_core(divergence, dtype):
+    rng = np.random.default_rng(1)
+    p = np.concatenate([[0.0, 1.0, 0.5, 1e-30, 1 - 1e-7], rng.uniform(0, 1, 2000),
+                        np.exp(-rng.exponential(6.0, 2000))])
+    x = torch.tensor(p, dtype=dtype)
+    lower, upper = bt.band(x, 0.05, divergence, max_ratio=10.0)
+    ref_lower, ref_upper = bs.band(x.double().numpy(), 0.05, divergence, max_ratio=10.0)
+    _assert_within(lower, ref_lower, dtype, "lower")
+    _assert_within(upper, ref_upper, dtype, "upper")
+
+
+@pytest.mark.parametrize("divergence", ["kl", "tv", "chi2", "hellinger", "js", "rkl"])
+def test_saturation_thresholds_are_exact(divergence):
+    """At and just around each threshold, inside the table's finest octaves."""
+    from bandsolve import table
+
+    data = table.build(divergence, 0.05)
+    for threshold in (data.upper.threshold, data.lower.threshold):
+        if not math.isfinite(threshold):
+            continue
+        z = threshold + np.array([-1e-3, -1e-9, 0.0, 1e-9, 1e-3])
+        logp = -np.logaddexp(0.0, -z)
+        lower, upper = bt.band_from_logp(torch.tensor(logp), 0.05, divergence)
+        ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, divergence)
+        _assert_within(lower, ref_lower, torch.float64, "lower")
+        _assert_within(upper, ref_upper, torch.float64, "upper")
+
+
+@pytest.mark.parametrize("divergence, logp, delta", [
+    ("kl", -2.5257286443082556, 0.05),  # the paper's p = 0.08
+    ("kl", -30.0, 0.05), ("kl", -1e-9, 1e-3), ("tv", -0.5, 0.1), ("chi2", -12.0, 0.05),
+    ("hellinger", -3.0, 1.0), ("js", -0.01, 0.05), ("alpha:0.5", -7.0, 0.2),
+])
+def test_against_mpmath(divergence, logp, delta):
+    for dtype in (torch.float32, torch.float64):
+        x = torch.tensor([logp], dtype=dtype)
+        lower, upper = bt.band_from_logp(x, delta, divergence)
+        exact_input = float(x.double())
+        for got, side in ((lower, "lower"), (upper, "upper")):
+            ref, _ = reference.bound(divergence, exact_input, delta, side, from_logp=True)
+            _assert_within(got, np.array([float(ref)]), dtype, f"{side} vs mpmath")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_input_computes_in_float32(dtype):
+    logp = torch.tensor(_logp_cases()[:1500], dtype=dtype)
+    lower, upper = bt.band_from_logp(logp, 0.05, "kl")
+    assert lower.dtype == upper.dtype == torch.float32
+    ref_lower, ref_upper = bs.band_from_logp(logp.double().numpy(), 0.05, "kl")
+    _assert_within(lower, ref_lower, torch.float32, "lower")
+    _assert_within(upper, ref_upper, torch.float32, "upper")
+
+
+def test_shape_device_dtype_and_no_gradient():
+    logp = torch.log(torch.rand(3, 4, 5, dtype=torch.float64)).requires_grad_()
+    lower, upper = bt.band_from_logp(logp, 0.05, max_ratio=10.0)
+    assert lower.shape == upper.shape == logp.shape
+    assert lower.dtype == torch.float64 and lower.device == logp.device
+    assert not lower.requires_grad and not upper.requires_grad
+    assert torch.all(upper <= 10.0) and torch.all(lower >= 0) and torch.all(lower <= 1)
+
+
+def test_empty_input_gives_empty_output():
+    for fn in (bt.band, bt.band_from_logp):
+        lower, upper = fn(torch.empty(0, 3), 0.05)
+        assert lower.shape == upper.shape == (0, 3)
+
+
+def test_edges_match_the_numpy_api():
+    lower, upper = bt.band(torch.tensor([0.0, 1.0], dtype=torch.float64), 0.05, "kl",
+                           max_ratio=10.0)
+    ref_lower, ref_upper = bs.band([0.0, 1.0], 0.05, "kl", max_ratio=10.0)
+    assert lower.tolist() == ref_lower.tolist() and upper.tolist() == ref_upper.tolist()
+
+
+@pytest.mark.parametrize("values, fn, match", [
+    ([-0.1, float("nan")], bt.band_from_logp, "contains NaN"),
+    ([-0.1, float("inf")], bt.band_from_logp, r"contains \+inf"),
+    ([-0.1, 0.5], bt.band_from_logp, "must be <= 0"),
+    ([0.5, 1.5], bt.band, r"must lie in \[0, 1\]"),
+    ([-0.5, 0.5], bt.band, r"must lie in \[0, 1\]"),
+    ([float("nan")], bt.band, "NaN"),
+])
+def test_invalid_values_raise(values, fn, match):
+    with pytest.raises(ValueError, match=match):
+        fn(torch.tensor(values), 0.05)
+
+
+def test_invalid_values_without_validation_give_nan_not_numbers():
+    logp = torch.tensor([float("nan"), float("inf"), 0.5, -0.5])
+    lower, upper = bt.band_from_logp(logp, 0.05, validate=False)
+    assert torch.isnan(lower[:3]).all() and torch.isnan(upper[:3]).all()
+    assert torch.isfinite(lower[3]) and torch.isfinite(upper[3])
+    lower, upper = bt.band(torch.tensor([-0.5, 1.5, float("nan")]), 0.05, validate=False)
+    assert torch.isnan(lower).all() and torch.isnan(upper).all()
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(delta=0.0), ValueError, "positive"),
+    (dict(delta=float("nan")), ValueError, "NaN"),
+    (dict(delta=[0.1, 0.2]), ValueError, "one delta"),
+    (dict(delta=0.05, divergence="nope"), ValueError, "unknown divergence"),
+    (dict(delta=0.05, divergence=3), TypeError, "divergence"),
+    (dict(delta=0.05, max_ratio=0.5), ValueError, "max_ratio"),
+])
+def test_bad_arguments(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        bt.band_from_logp(torch.tensor([-1.0]), **kwargs)
+
+
+@pytest.mark.parametrize("x", [torch.tensor([1, 2]), torch.tensor([True]),
+                               torch.tensor([1j]), np.array([-0.5])])
+def test_non_float_input_is_a_type_error(x):
+    with pytest.raises(TypeError):
+        bt.band_from_logp(x, 0.05)
+
+
+def test_table_on_another_device_is_an_error():
+    table = bt.BandTable.build("kl", 0.05)
+    with pytest.raises(ValueError, match="table.to"):
+        table(torch.empty(3, device="meta"))
+
+
+def test_user_defined_divergence_works_eagerly():
+    # rkl + chi2: convex, with f(0) finite, so both thresholds exist
+    div = bs.Divergence.from_generator(
+        "rkl_plus_chi2", lambda u: (u * math.log(u) if u > 0 else 0.0) + (u - 1.0) ** 2)
+    logp = torch.log(torch.tensor([1e-4, 0.08, 0.5, 0.9], dtype=torch.float64))
+    lower, upper = bt.band_from_logp(logp, 0.05, div)
+    ref_lower, ref_upper = bs.band_from_logp(logp.numpy(), 0.05, div)
+    _assert_within(lower, ref_lower, torch.float64, "lower")
+    _assert_within(upper, ref_upper, torch.float64, "upper")
+
+
+def test_compiles_with_fullgraph_and_matches_eager():
+    table = bt.BandTable.build("kl", 0.05, max_ratio=10.0)
+    logp = -torch.rand(4096) * 30.0
+
+    @torch.compile(fullgraph=True)
+    def step(x):
+        lower, upper = table(x, validate=False)
+        via_function = bt.band_from_logp(x, 0.05, "kl", max_ratio=10.0, validate=False)
+        return lower, upper, via_function[1]
+
+    lower, upper, upper_fn = step(logp)
+    ref_lower, ref_upper = table(logp)
+    rtol, atol = TOLERANCE[torch.float32]
+    torch.testing.assert_close(lower, ref_lower, rtol=rtol, atol=atol)
+    torch.testing.assert_close(upper, ref_upper, rtol=rtol, atol=atol)
+    torch.testing.assert_close(upper_fn, ref_upper, rtol=0.0, atol=0.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_matches_cpu_and_captures_in_a_cuda_graph():
+    table = bt.BandTable.build("kl", 0.05, max_ratio=10.0, device="cuda")
+    logp = -torch.rand(1 << 16, device="cuda") * 30.0
+    lower, upper = table(logp, validate=False)
+    ref_lower, ref_upper = bs.band_from_logp(logp.double().cpu().numpy(), 0.05, "kl",
+                                             max_ratio=10.0)
+    _assert_within(lower, ref_lower, torch.float32, "lower")
+    _assert_within(upper, ref_upper, torch.float32, "upper")
+    graph = torch.cuda.CUDAGraph()
+    static_in = logp.clone()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        static_lower, static_upper = table(static_in, validate=False)
+    static_in.copy_(logp.flip(0))
+    graph.replay()
+    torch.cuda.synchronize()
+    torch.testing.assert_close(static_upper, upper.flip(0), rtol=0.0, atol=0.0)
