@@ -12,9 +12,11 @@
 """
 
 from .bounds import BandTable, band, band_from_logp, compute_dtype
-from .losses import LOSS_AGG_MODES, P_BUCKETS, PolicyLossConfig, aggregate, policy_loss
+from .losses import (LOSS_AGG_MODES, P_BUCKETS, PolicyLossConfig, aggregate, clip_metrics,
+                     clipped_surrogate, policy_loss)
 from .rules import DCPO, Band, ClipHigher, NoClip, PPOClip
 
 __all__ = ["band", "band_from_logp", "BandTable", "compute_dtype",
-           "policy_loss", "PolicyLossConfig", "aggregate", "LOSS_AGG_MODES", "P_BUCKETS",
+           "policy_loss", "PolicyLossConfig", "aggregate", "clipped_surrogate", "clip_metrics",
+           "LOSS_AGG_MODES", "P_BUCKETS",
            "Band", "PPOClip", "ClipHigher", "DCPO", "NoClip"]

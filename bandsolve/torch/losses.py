@@ -92,24 +92,30 @@ def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=Policy
     """
     _check(log_prob, old_log_prob, advantages, response_mask)
     lower, upper = config.rule.bounds(old_log_prob)
-
     ratio = torch.exp(log_prob - old_log_prob)
-    pg_loss1 = -advantages * ratio
-    pg_loss2 = -advantages * torch.clamp(ratio, lower, upper)
-    pg_losses = torch.maximum(pg_loss1, pg_loss2)
-    if config.dual_clip is not None:
-        pg_loss3 = torch.minimum(pg_losses, -advantages * config.dual_clip)
-        pg_losses = torch.where(advantages < 0, pg_loss3, pg_losses)
+    pg_losses = clipped_surrogate(ratio, advantages, lower, upper, config.dual_clip)
     loss = aggregate(pg_losses, response_mask, config.loss_agg_mode)
-
     with torch.no_grad():
-        metrics = _metrics(ratio, advantages, response_mask, old_log_prob, lower, upper)
+        metrics = clip_metrics(ratio, advantages, response_mask, old_log_prob, lower, upper)
     return loss, metrics
 
 
-def _metrics(ratio, advantages, mask, old_log_prob, lower, upper):
+def clipped_surrogate(ratio, advantages, lower, upper, dual_clip=None):
+    """Per-token loss: max(-A r, -A clip(r, lower, upper)), and for A < 0 with a
+    dual clip c, at most -c A."""
+    pg_loss1 = -advantages * ratio
+    pg_loss2 = -advantages * torch.clamp(ratio, lower, upper)
+    pg_losses = torch.maximum(pg_loss1, pg_loss2)
+    if dual_clip is not None:
+        pg_loss3 = torch.minimum(pg_losses, -advantages * dual_clip)
+        pg_losses = torch.where(advantages < 0, pg_loss3, pg_losses)
+    return pg_losses
+
+
+def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper):
     """Clip fractions (where the clip zeroes the gradient) overall and by p bucket,
-    and how the band's width compares with Clip-Higher's."""
+    the share of tokens whose band is wider than Clip-Higher's, and band widths
+    by p bucket; 0-d tensors."""
     clipped_high = (ratio > upper) & (advantages > 0)
     clipped_low = (ratio < lower) & (advantages < 0)
     width = upper - lower
