@@ -1,0 +1,173 @@
+"""Benchmark of bandsolve.torch on one device, with baselines timed in the same run.
+
+    python benchmarks/torch_bench.py --device cpu [--sizes 32768 524288] [--out FILE.md]
+    python benchmarks/gpu_bench.py               # the GPU run: CUDA, the issue's sizes
+    python benchmarks/gpu_bench.py --smoke       # a seconds-long CPU run of the same code
+
+For each size N and dtype (float32, bfloat16) of a tensor of old
+log-probabilities it times, for Band-KL at delta = 0.05 with max_ratio 10:
+
+* ``bisection``: the paper's algorithm in torch: both bounds by bisection
+  from [0, 1] and [1, 1/p], 50 iterations, and after each iteration a
+  ``.item()`` that checks convergence (tol 1e-6): a host synchronisation per
+  iteration, as in the original;
+* ``clamp``: ``torch.clamp`` of the same tensor, the floor for any
+  elementwise op that reads it and writes a result;
+* ``eager``: ``bandsolve.torch.band_from_logp(x, 0.05, validate=False)``;
+* ``table``: a prebuilt ``BandTable`` called eagerly;
+* ``compiled``: the table call under ``torch.compile(fullgraph=True)``.
+
+Times are medians over ``--repeat`` runs after two warm-ups, with CUDA
+events on a GPU and ``perf_counter`` on the CPU; ratios compare timings from
+this run only. Each result is also checked against the float64 numpy core
+(the worst error as a fraction of the float32 tolerance).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+
+import bandsolve as bs
+from bandsolve.torch import BandTable, band_from_logp
+
+DELTA = 0.05
+MAX_RATIO = 10.0
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def bisection_band(logp: torch.Tensor, delta: float, iterations: int = 50, tol: float = 1e-6):
+    """The paper's KL bisection in torch (both bounds), .item() check per iteration."""
+    p = logp.float().exp()
+    pc = 1.0 - p
+
+    def kl(r):
+        q = (p * r).clamp(1e-12, 1.0 - 1e-12)
+        return p * torch.log(p / q) + pc * torch.log(pc / (1.0 - q))
+
+    def bisect(lo, hi, upper):
+        for _ in range(iterations):
+            mid = 0.5 * (lo + hi)
+            inside = kl(mid) <= delta
+            if upper:
+                lo, hi = torch.where(inside, mid, lo), torch.where(inside, hi, mid)
+            else:
+                lo, hi = torch.where(inside, lo, mid), torch.where(inside, mid, hi)
+            if (hi - lo).max().item() < tol:  # the host synchronisation
+                break
+        return lo if upper else hi
+
+    upper = bisect(torch.ones_like(p), 1.0 / p, True).clamp(max=MAX_RATIO)
+    lower = bisect(torch.zeros_like(p), torch.ones_like(p), False)
+    return lower, upper
+
+
+def _timer(device: torch.device, repeat: int):
+    def measure(fn):
+        for _ in range(2):
+            fn()
+        times = []
+        for _ in range(repeat):
+            if device.type == "cuda":
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                fn()
+                end.record()
+                torch.cuda.synchronize()
+                times.append(start.elapsed_time(end))
+            else:
+                start = time.perf_counter()
+                fn()
+                times.append((time.perf_counter() - start) * 1e3)
+        return statistics.median(times)
+    return measure
+
+
+def _error_ratio(lower, upper, logp):
+    """Worst error against the float64 numpy core, in units of the float32 tolerance."""
+    ref_lo, ref_hi = bs.band_from_logp(logp.double().cpu().numpy(), DELTA, "kl",
+                                       max_ratio=MAX_RATIO)
+    worst = 0.0
+    eps32 = float(np.finfo(np.float32).eps)
+    for got, ref in ((lower, ref_lo), (upper, ref_hi)):
+        g = got.double().cpu().numpy()
+        tol = np.maximum(1e-5 * np.minimum(ref, np.abs(ref - 1)), 16 * eps32 * np.maximum(ref, 1))
+        worst = max(worst, float(np.max(np.abs(g - ref) / tol)))
+    return worst
+
+
+def run(device: str, sizes, repeat: int, with_compile: bool = True):
+    dev = torch.device(device)
+    measure = _timer(dev, repeat)
+    table = BandTable.build("kl", DELTA, max_ratio=MAX_RATIO, device=dev)
+    compiled = torch.compile(lambda x: table(x, validate=False), fullgraph=True) \
+        if with_compile else None
+    rows = []
+    gen = torch.Generator().manual_seed(0)
+    for n in sizes:
+        # log-uniform p in [1e-6, 1]: token probabilities spread over decades
+        base = -torch.rand(n, generator=gen, dtype=torch.float64) * math.log(1e6)
+        for dtype_name, dtype in DTYPES.items():
+            x = base.to(dtype).to(dev)
+            variants = {
+                "bisection": lambda: bisection_band(x, DELTA),
+                "clamp": lambda: torch.clamp(x, -20.0, 0.0),
+                "eager": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
+                                                validate=False),
+                "table": lambda: table(x, validate=False),
+            }
+            if compiled is not None:
+                variants["compiled"] = lambda: compiled(x)
+            ms = {name: measure(fn) for name, fn in variants.items()}
+            errors = {name: _error_ratio(*variants[name](), x)
+                      for name in ("eager", "table", "compiled") if name in variants}
+            rows.append((n, dtype_name, ms, errors))
+    return rows
+
+
+def report(rows, device: str) -> str:
+    lines = [f"Device: {device}; torch {torch.__version__}; {platform.machine()}, "
+             f"{torch.get_num_threads()} CPU threads; Band-KL, delta = {DELTA}, "
+             f"max_ratio = {MAX_RATIO}; median times",
+             "",
+             "| N | dtype | variant | ms | vs bisection | vs clamp | error / fp32 tol |",
+             "|---:|---|---|---:|---:|---:|---:|"]
+    for n, dtype, ms, errors in rows:
+        for name, t in ms.items():
+            err = f"{errors[name]:.2f}" if name in errors else ""
+            lines.append(f"| {n:,} | {dtype} | {name} | {t:.3f} | "
+                         f"{ms['bisection'] / t:.1f}x | {t / ms['clamp']:.1f}x | {err} |")
+    return "\n".join(lines)
+
+
+def main(argv=None, *, default_device="cpu", default_sizes=(32768, 524288)):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default=default_device)
+    parser.add_argument("--sizes", type=int, nargs="+", default=list(default_sizes))
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--smoke", action="store_true",
+                        help="a quick CPU run of the whole script (CI)")
+    parser.add_argument("--out", help="also write the markdown table here")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.device, args.sizes, args.repeat = "cpu", [4096], 2
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print("no CUDA device: run with --device cpu or --smoke", file=sys.stderr)
+        return 2
+    text = report(run(args.device, args.sizes, args.repeat), args.device)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as fh:
+            fh.write(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,121 @@
+"""The TRL plug-in end to end (pytest -m trainers): a tiny language model built
+locally from a config (no downloads), a programmatic reward, a few GRPO steps
+with several optimisation steps per batch so that ratios leave 1."""
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.trainers
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("trl")
+transformers = pytest.importorskip("transformers")
+datasets = pytest.importorskip("datasets")
+
+import bandsolve as bs  # noqa: E402
+from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
+
+WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+
+def _tokenizer():
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = {"[PAD]": 0, "[EOS]": 1, "[UNK]": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
+    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="[PAD]", eos_token="[EOS]", unk_token="[UNK]")
+
+
+def _model(tokenizer):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+        bos_token_id=tokenizer.eos_token_id)
+    return transformers.LlamaForCausalLM(config)
+
+
+def reward_count_a(completions, **kwargs):
+    """The share of the word "a" in each completion: verifiable, dense."""
+    return [c.split().count("a") / max(len(c.split()), 1) for c in completions]
+
+
+class _SpyTrainer(BandGRPOTrainer):
+    """Records the old log-probabilities and the epsilons TRL saw each call."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.seen = []
+
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        if torch.is_tensor(self.epsilon_low):
+            self.seen.append((self.epsilon_low.detach().clone(),
+                              self.epsilon_high.detach().clone()))
+        return super()._get_per_token_logps_and_entropies(*args, **kwargs)
+
+
+def _trainer(tmp_path, cls=_SpyTrainer, **overrides):
+    tokenizer = _tokenizer()
+    prompts = [" ".join(np.random.default_rng(i).choice(WORDS, 3)) for i in range(16)]
+    settings = dict(
+        output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
+        max_completion_length=6, num_iterations=3, learning_rate=0.05, max_steps=4,
+        logging_steps=1, report_to="none", use_cpu=True, seed=0, save_strategy="no",
+        band_delta=0.05, band_divergence="kl", band_max_ratio=10.0, loss_type="dapo")
+    settings.update(overrides)
+    return cls(model=_model(tokenizer), reward_funcs=reward_count_a,
+               args=BandGRPOConfig(**settings), processing_class=tokenizer,
+               train_dataset=datasets.Dataset.from_dict({"prompt": prompts}))
+
+
+def test_grpo_steps_use_the_band(tmp_path):
+    trainer = _trainer(tmp_path)
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "band/upper_mean" in entry]
+    assert logs, "the band metrics were never logged"
+    # TRL's own clip metrics were computed against the band: the band binds
+    assert any(entry["clip_ratio/region_mean"] > 0 for entry in logs)
+    assert all(np.isfinite(entry["loss"]) for entry in logs)
+    # every loss evaluation saw per-token epsilons equal to the band of its
+    # old log-probabilities (numpy core, float32 tolerance)
+    assert trainer.seen
+    for eps_low, eps_high in trainer.seen:
+        assert eps_low.shape == eps_high.shape and eps_low.dim() == 2
+        assert torch.all(eps_high >= 0) and torch.all(eps_low >= 0)
+    # after training the scalar epsilons are back
+    assert isinstance(trainer.epsilon_low, float)
+
+
+def test_band_matches_the_numpy_core_inside_trl(tmp_path, monkeypatch):
+    from trl import GRPOTrainer
+
+    trainer = _trainer(tmp_path, max_steps=1)
+    captured = {}
+    trl_loss = GRPOTrainer._compute_loss
+
+    def spy(self, model, inputs):
+        captured["old"] = inputs["old_per_token_logps"].detach().clone()
+        captured["eps"] = (self.epsilon_low.clone(), self.epsilon_high.clone())
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
+    trainer.train()
+    old = captured["old"].double().numpy()
+    lower, upper = bs.band_from_logp(np.minimum(old, 0.0), 0.05, "kl", max_ratio=10.0)
+    eps_low, eps_high = (e.double().numpy() for e in captured["eps"])
+    np.testing.assert_allclose(1.0 - eps_low, lower, rtol=1e-5, atol=4e-7)
+    np.testing.assert_allclose(1.0 + eps_high, upper, rtol=1e-5, atol=4e-7)
+
+
+@pytest.mark.parametrize("overrides, match", [
+    (dict(loss_type="cispo"), "does not clip"),
+    (dict(importance_sampling_level="sequence"), "per-token"),
+    (dict(band_divergence="nope"), "unknown divergence"),
+    (dict(band_delta=-1.0), "positive"),
+])
+def test_bad_settings_are_refused(tmp_path, overrides, match):
+    with pytest.raises(ValueError, match=match):
+        _trainer(tmp_path, **overrides)
