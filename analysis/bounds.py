@@ -213,14 +213,21 @@ def main(argv=None, out="figures"):
     os.makedirs(args.out, exist_ok=True)
     written = []
     for name, make in FIGURES.items():
-        fig = make()
-        for ext in ("png", "pdf"):
-            path = os.path.join(args.out, f"{name}.{ext}")
-            # no creation date in the PDF: regenerated figures stay byte-identical
-            fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
-            written.append(path)
-        plt.close(fig)
+        written += save_figure(make(), args.out, name)
     return written
+
+
+def save_figure(fig, out, name):
+    """Write ``fig`` as out/name.png and out/name.pdf, close it, return the paths."""
+    os.makedirs(out, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        path = os.path.join(out, f"{name}.{ext}")
+        # no creation date in the PDF: regenerated figures stay byte-identical
+        fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
+        paths.append(path)
+    plt.close(fig)
+    return paths
 
 
 if __name__ == "__main__":

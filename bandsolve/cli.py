@@ -97,16 +97,23 @@ def _run_repro(args):
         argv += ["--out-report", args.out_report]
     if args.figures:
         argv += ["--figures", args.figures]
+    argv += ["--full"] if args.full else []
+    argv += ["--skip-dynamics"] if args.skip_dynamics else []
     return repro_main(argv)
 
 
 def _add_repro(sub):
-    parser = sub.add_parser("repro", help="reproduce the paper's theory results and figures",
-                            description="Run paper_repro: the paper's claims, figures 1 and 2, "
+    parser = sub.add_parser("repro", help="reproduce the paper's results at small scale",
+                            description="Run paper_repro: the paper's theory claims, figures 1 "
+                                        "and 2, the small dynamics study (quick unless --full), "
                                         "and paper_repro/REPORT.md.")
     parser.add_argument("--out-report", help="where to write the report "
                                              "(default: paper_repro/REPORT.md)")
     parser.add_argument("--figures", help="folder for the figures (default: figures/)")
+    parser.add_argument("--full", action="store_true",
+                        help="the long dynamics study (more seeds and steps)")
+    parser.add_argument("--skip-dynamics", action="store_true",
+                        help="theory claims and figures only (seconds)")
     parser.set_defaults(run=_run_repro)
 
 

@@ -76,7 +76,8 @@ def _timer(device: torch.device, repeat: int):
         times = []
         for _ in range(repeat):
             if device.type == "cuda":
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
                 start.record()
                 fn()
                 end.record()
