@@ -3,21 +3,22 @@ supervised learning, then trained with GRPO under each clipping rule.
 
     python -m analysis.sequence [--full] [--out figures]
 
-Task: the prompt is a target T in 3..27 and the answer three digits 1..9
-that sum to T; the reward is 1 if they do. Most targets have many solutions
-(up to 61, for T = 15): several valid paths. The supervised data are skewed the way a
-pretrained model is: for each target, 80% of the demonstrations are one
-canonical answer (digits as large as possible, first) and 20% are valid
-answers drawn uniformly. A short supervised fit leaves a policy that is right
-often, prefers the canonical path, and keeps the others in its tail.
+Task: the prompt is a target T in 3..27 and an excluded digit E in 1..9; the
+answer is three digits in 1..9 that sum to T without using E; the reward is 1
+if it does. Most of the 217 solvable prompts have many solutions (up to 48):
+several valid paths. The supervised data are skewed the way a pretrained
+model is: for each prompt, 80% of the demonstrations are one canonical answer
+(digits as large as possible, first) and 20% are valid answers drawn
+uniformly. A short supervised fit leaves a policy that is right part of the
+time, prefers the canonical path, and keeps the others in its tail.
 
-GRPO then trains on the even targets only; the odd targets are held out.
-Every ``eval_every`` steps it measures, on the held-out targets and on the
-training targets, with k samples per target: mean@k (the average reward),
-pass@k (the share of targets solved at least once), the token entropy of the
-policy along its samples, and the number of distinct correct answers. The
-model, the supervised fit and the evaluation prompts are the same for every
-rule within a seed.
+GRPO trains on 80% of the prompts; a fixed 20% are held out (the supervised
+fit saw them all, as pretraining sees everything). Every ``eval_every`` steps
+it measures, on the held-out and the training prompts, with k samples per
+prompt: mean@k (the average reward), pass@k (the share of prompts solved at
+least once), the token entropy of the policy along its samples, and the
+number of distinct correct answers. The model, the supervised fit and the
+evaluation randomness are the same for every rule within a seed.
 """
 
 from __future__ import annotations
@@ -44,10 +45,28 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 DIGITS = 9
 LENGTH = 3
 TARGETS = tuple(range(LENGTH, DIGITS * LENGTH + 1))  # 3..27
-BOS = DIGITS + len(TARGETS)  # token ids: digits 0..8 (= 1..9), targets, BOS
+# token ids: digits 0..8 (= 1..9), then targets, excluded digits, BOS
+TARGET_TOKEN0 = DIGITS
+EXCLUDED_TOKEN0 = TARGET_TOKEN0 + len(TARGETS)
+BOS = EXCLUDED_TOKEN0 + DIGITS
 VOCAB = BOS + 1
-TRAIN_TARGETS = tuple(t for t in TARGETS if t % 2 == 0)
-HELD_OUT_TARGETS = tuple(t for t in TARGETS if t % 2 == 1)
+PROMPT = 3  # [BOS, T, E]
+
+
+def _solutions(target, excluded):
+    return [s for s in itertools.product(range(1, DIGITS + 1), repeat=LENGTH)
+            if sum(s) == target and excluded not in s]
+
+
+def _canonical(target, excluded):
+    """Digits as large as possible, first: the lexicographically largest answer."""
+    return max(_solutions(target, excluded))
+
+
+PROBLEMS = tuple((t, e) for t in TARGETS for e in range(1, DIGITS + 1) if _solutions(t, e))
+_HELD_OUT = set(np.random.default_rng(20261202).permutation(len(PROBLEMS))[:len(PROBLEMS) // 5])
+HELD_OUT_PROBLEMS = tuple(p for i, p in enumerate(PROBLEMS) if i in _HELD_OUT)
+TRAIN_PROBLEMS = tuple(p for i, p in enumerate(PROBLEMS) if i not in _HELD_OUT)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,7 +74,7 @@ class SequenceConfig:
     width: int = 64
     layers: int = 2
     heads: int = 4
-    sft_steps: int = 40
+    sft_steps: int = 60
     sft_lr: float = 3e-3
     canonical_share: float = 0.8
     prompts_per_step: int = 16
@@ -76,54 +95,48 @@ SEQUENCE_METRICS = ("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
 
 
 class TinyPolicy(nn.Module):
-    """A causal transformer over [BOS, T, d1, d2, d3]."""
+    """A causal transformer over [BOS, T, E, d1, d2, d3]."""
 
     def __init__(self, config: SequenceConfig):
         super().__init__()
         self.embed = nn.Embedding(VOCAB, config.width)
-        self.position = nn.Parameter(torch.zeros(LENGTH + 2, config.width))
+        self.position = nn.Parameter(torch.zeros(PROMPT + LENGTH, config.width))
         layer = nn.TransformerEncoderLayer(config.width, config.heads, 2 * config.width,
                                            dropout=0.0, batch_first=True)
         self.body = nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
         self.head = nn.Linear(config.width, DIGITS)
-        self.register_buffer("mask", nn.Transformer.generate_square_subsequent_mask(LENGTH + 2))
+        self.register_buffer("mask",
+                             nn.Transformer.generate_square_subsequent_mask(PROMPT + LENGTH))
 
     def forward(self, tokens):
-        """Logits over the 9 digits at each position (the last is unused)."""
+        """Logits over the 9 digits at each position."""
         n = tokens.shape[1]
         h = self.embed(tokens) + self.position[:n]
         return self.head(self.body(h, mask=self.mask[:n, :n], is_causal=True))
 
-
-def _prompts(targets):
-    t = torch.as_tensor(targets)
-    return torch.stack([torch.full_like(t, BOS), DIGITS + t - TARGETS[0]], 1)
-
-
-def _solutions(target):
-    return [s for s in itertools.product(range(1, DIGITS + 1), repeat=LENGTH) if sum(s) == target]
+    def answer_logits(self, tokens):
+        """Logits for the answer digits, given [prompt, answer] tokens."""
+        return self(tokens)[:, PROMPT - 1:-1]
 
 
-def _canonical(target):
-    """Digits as large as possible, first: 27 -> 999, 20 -> 992, 5 -> 311."""
-    digits, left = [], target
-    for position in range(LENGTH):
-        d = min(DIGITS, left - (LENGTH - position - 1))
-        digits.append(d)
-        left -= d
-    return tuple(digits)
+def _prompts(problems):
+    t = torch.tensor([p[0] for p in problems])
+    e = torch.tensor([p[1] for p in problems])
+    return torch.stack([torch.full_like(t, BOS), TARGET_TOKEN0 + t - TARGETS[0],
+                        EXCLUDED_TOKEN0 + e - 1], 1)
 
 
 def _sft_batch(config, gen, size=256):
-    targets = torch.tensor(TARGETS)[torch.randint(len(TARGETS), (size,), generator=gen)]
+    picks = torch.randint(len(PROBLEMS), (size,), generator=gen).tolist()
+    problems = [PROBLEMS[i] for i in picks]
     answers = []
-    for t, canonical in zip(targets.tolist(), torch.rand(size, generator=gen).tolist()):
+    for problem, canonical in zip(problems, torch.rand(size, generator=gen).tolist()):
         if canonical < config.canonical_share:
-            answers.append(_canonical(t))
+            answers.append(_canonical(*problem))
         else:
-            options = _solutions(t)
+            options = _solutions(*problem)
             answers.append(options[int(torch.randint(len(options), (1,), generator=gen))])
-    return _prompts(targets.tolist()), torch.tensor(answers) - 1
+    return _prompts(problems), torch.tensor(answers) - 1
 
 
 def supervised_fit(config: SequenceConfig, seed: int) -> TinyPolicy:
@@ -133,7 +146,7 @@ def supervised_fit(config: SequenceConfig, seed: int) -> TinyPolicy:
     optimizer = torch.optim.Adam(model.parameters(), lr=config.sft_lr)
     for _ in range(config.sft_steps):
         prompts, answers = _sft_batch(config, gen)
-        logits = model(torch.cat([prompts, answers], 1))[:, 1:-1]
+        logits = model.answer_logits(torch.cat([prompts, answers], 1))
         loss = nn.functional.cross_entropy(logits.reshape(-1, DIGITS), answers.reshape(-1))
         optimizer.zero_grad()
         loss.backward()
@@ -152,22 +165,25 @@ def sample(model, prompts, gen):
         logps.append(log_pi.gather(1, choice))
         entropies.append(-(log_pi.exp() * log_pi).sum(-1, keepdim=True))
         tokens = torch.cat([tokens, choice], 1)
-    return tokens[:, 2:], torch.cat(logps, 1), torch.cat(entropies, 1)
+    return tokens[:, PROMPT:], torch.cat(logps, 1), torch.cat(entropies, 1)
 
 
 def _reward(prompts, answers):
-    targets = prompts[:, 1] - DIGITS + TARGETS[0]
-    return ((answers + 1).sum(1) == targets).double()
+    """1 where the digits sum to T and avoid E."""
+    targets = prompts[:, 1] - TARGET_TOKEN0 + TARGETS[0]
+    excluded = prompts[:, 2] - EXCLUDED_TOKEN0 + 1
+    digits = answers + 1
+    return ((digits.sum(1) == targets) & (digits != excluded[:, None]).all(1)).double()
 
 
-def evaluate(model, targets, k, gen):
-    """mean@k, pass@k, mean token entropy, and distinct correct answers per target."""
-    prompts = _prompts(targets).repeat_interleave(k, 0)
+def evaluate(model, problems, k, gen):
+    """mean@k, pass@k, mean token entropy, and distinct correct answers per prompt."""
+    prompts = _prompts(problems).repeat_interleave(k, 0)
     answers, _, entropy = sample(model, prompts, gen)
-    reward = _reward(prompts, answers).reshape(len(targets), k)
+    reward = _reward(prompts, answers).reshape(len(problems), k)
     distinct = [len({tuple(a) for a, r in zip(answers[i * k:(i + 1) * k].tolist(),
                                               reward[i].tolist()) if r})
-                for i in range(len(targets))]
+                for i in range(len(problems))]
     return (float(reward.mean()), float((reward.max(1).values > 0).double().mean()),
             float(entropy.mean()), float(np.mean(distinct)))
 
@@ -183,8 +199,8 @@ def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
 
     def record():
         eval_gen.manual_seed(2000 + seed)  # the same evaluation samples' randomness each time
-        held = evaluate(model, HELD_OUT_TARGETS, config.k, eval_gen)
-        train = evaluate(model, TRAIN_TARGETS, config.k, eval_gen)
+        held = evaluate(model, HELD_OUT_PROBLEMS, config.k, eval_gen)
+        train = evaluate(model, TRAIN_PROBLEMS, config.k, eval_gen)
         for name, value in zip(("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
                                 "heldout_distinct_correct"), held):
             history[name].append(value)
@@ -196,8 +212,9 @@ def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
     try:
         record()
         for step in range(1, config.steps + 1):
-            picks = torch.randint(len(TRAIN_TARGETS), (config.prompts_per_step,), generator=gen)
-            prompts = _prompts([TRAIN_TARGETS[i] for i in picks]).repeat_interleave(
+            picks = torch.randint(len(TRAIN_PROBLEMS), (config.prompts_per_step,),
+                                  generator=gen).tolist()
+            prompts = _prompts([TRAIN_PROBLEMS[i] for i in picks]).repeat_interleave(
                 config.group, 0)
             answers, old, _ = sample(model, prompts, gen)
             reward = _reward(prompts, answers).reshape(-1, config.group)
@@ -206,7 +223,7 @@ def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
             lower, upper = (b.double() for b in rule.bounds(old.double()))
             tokens = torch.cat([prompts, answers], 1)
             for _ in range(config.epochs):
-                log_pi = torch.log_softmax(model(tokens)[:, 1:-1], -1)
+                log_pi = torch.log_softmax(model.answer_logits(tokens), -1)
                 new = log_pi.gather(2, answers.unsqueeze(2)).squeeze(2).double()
                 ratio = torch.exp(new - old.double())
                 loss = clipped_surrogate(ratio, advantage, lower, upper).mean()
@@ -255,13 +272,13 @@ def sequence_study(config: SequenceConfig, rules=tuple(RULES), out="figures",
 
 def figure_sequence(results, config: SequenceConfig, interrupted=False):
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
-    panels = [("heldout_mean_at_k", f"mean@{config.k}", "Held-out targets: mean@k", False),
-              ("heldout_pass_at_k", f"pass@{config.k}", "Held-out targets: pass@k", False),
+    panels = [("heldout_mean_at_k", f"mean@{config.k}", "Held-out prompts: mean@k", False),
+              ("heldout_pass_at_k", f"pass@{config.k}", "Held-out prompts: pass@k", False),
               ("heldout_entropy", "token entropy (nats, log scale)",
-               "Held-out targets: policy entropy", True),
+               "Held-out prompts: policy entropy", True),
               ("heldout_distinct_correct", f"distinct correct answers in {config.k}",
-               "Held-out targets: diversity of correct answers", False),
-              ("train_mean_at_k", f"mean@{config.k}", "Training targets: mean@k", False)]
+               "Held-out prompts: diversity of correct answers", False),
+              ("train_mean_at_k", f"mean@{config.k}", "Training prompts: mean@k", False)]
     evaluations = len(next(iter(results.values()))[SEQUENCE_METRICS[0]]) if results else 0
     steps = config.eval_every * np.arange(evaluations)
     for ax, (metric, ylabel, title, log) in zip(axes.flat, panels):
@@ -272,7 +289,7 @@ def figure_sequence(results, config: SequenceConfig, interrupted=False):
     axes[1, 2].legend(handles, labels, loc="center", fontsize=11, frameon=False,
                       title="clipping rule (Band: delta = 0.05)")
     suffix = " (interrupted)" if interrupted else ""
-    fig.suptitle(f"Sequence task: three digits that sum to T, a {config.layers}-layer "
+    fig.suptitle(f"Sequence task: three digits that sum to T without E, a {config.layers}-layer "
                  f"transformer after SFT, GRPO ({config.group} samples, {config.epochs} "
                  f"epochs), {config.seeds} seeds, 95% CI{suffix}", fontsize=13)
     fig.tight_layout()

@@ -81,17 +81,20 @@ def test_bandit_figure_has_a_curve_per_rule_and_the_bars():
 
 
 def test_sequence_task_reward_and_canonical_answers():
-    for target in sequence.TARGETS:
-        canonical = sequence._canonical(target)
-        assert sum(canonical) == target and all(1 <= d <= 9 for d in canonical)
-        assert canonical in sequence._solutions(target)
-    # solution counts: the coefficients of (x + ... + x^9)^3
+    # solution counts without an excluded digit: the coefficients of (x + ... + x^9)^3
     counts = np.convolve(np.convolve(np.ones(9), np.ones(9)), np.ones(9))
     for target in sequence.TARGETS:
-        assert len(sequence._solutions(target)) == counts[target - 3]
-    prompts = sequence._prompts([10, 10])
-    answers = torch.tensor([[0, 0, 7], [2, 2, 2]])  # digits 1+1+8 = 10 and 3+3+3 = 9
-    assert sequence._reward(prompts, answers).tolist() == [1.0, 0.0]
+        everything = {s for e in range(1, 10) for s in sequence._solutions(target, e)}
+        assert len(everything) == counts[target - 3]  # every answer misses some digit
+    for target, excluded in sequence.PROBLEMS:
+        canonical = sequence._canonical(target, excluded)
+        assert sum(canonical) == target and excluded not in canonical
+        assert all(canonical >= s for s in sequence._solutions(target, excluded))
+    assert set(sequence.HELD_OUT_PROBLEMS).isdisjoint(sequence.TRAIN_PROBLEMS)
+    assert len(sequence.HELD_OUT_PROBLEMS) == len(sequence.PROBLEMS) // 5
+    prompts = sequence._prompts([(10, 2), (10, 8), (9, 5)])
+    answers = torch.tensor([[0, 0, 7], [0, 0, 7], [2, 2, 2]])  # 1+1+8, 1+1+8, 3+3+3
+    assert sequence._reward(prompts, answers).tolist() == [1.0, 0.0, 1.0]
 
 
 def test_sequence_grpo_is_deterministic_under_a_seed():
