@@ -38,8 +38,8 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
         if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
             start_upper = np.empty(_warm_start.NODES)
             start_lower = np.empty(_warm_start.NODES)
-            _solver.margin_table(_warm_start.Z_MIN, _warm_start.Z_STEP, float(delta[0]),
-                                 *solver_args, start_upper, start_lower)
+            _solver.margin_at(_warm_start.NODE_Z, float(delta[0]), *solver_args, start_upper,
+                              start_lower)
         failures = _solver.band_by_root(x, from_logp, delta, *solver_args, start_upper,
                                         start_lower, lower, upper)
         if failures:

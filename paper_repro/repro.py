@@ -315,7 +315,14 @@ def main(argv=None) -> int:
         claims.append(Claim("The dynamics study (entropy, tail tokens, the sequence task)",
                             "Figures 3-5", "skipped (--skip-dynamics)", "not run"))
     else:
-        claims += dynamics_claims(args.figures, full=args.full)
+        try:
+            import torch  # noqa: F401  (the study trains with bandsolve.torch)
+        except ImportError:
+            claims.append(Claim("The dynamics study (entropy, tail tokens, the sequence task)",
+                                "Figures 3-5", "not run: it needs torch "
+                                "(pip install -e \".[torch]\")", "not run"))
+        else:
+            claims += dynamics_claims(args.figures, full=args.full)
     claims += not_at_this_scale()
     text = report(claims, time.perf_counter() - start)
     with open(args.out_report, "w") as fh:

@@ -54,3 +54,17 @@ PROBLEMS = (
     _named("js", 0.6, 0.05),
     _named("alpha:0.5", 0.08, 0.05),
 )
+
+
+def policy_batch(seed=0, shape=(4, 7), *, min_p=1e-4, spread=0.6, keep=0.8):
+    """(old log-probs, new log-probs, advantages, 0/1 mask) as numpy arrays: a
+    random batch for the policy-loss tests; every sequence keeps its first token."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    old = np.log(rng.uniform(min_p, 1.0, shape))
+    new = old + rng.normal(0.0, spread, shape)
+    advantages = rng.normal(0.0, 1.0, shape)
+    mask = (rng.uniform(size=shape) < keep).astype(float)
+    mask[:, 0] = 1.0
+    return old, new, advantages, mask

@@ -11,16 +11,11 @@ import bandsolve as bs  # noqa: E402
 from bandsolve import baselines  # noqa: E402
 from bandsolve.torch import (DCPO, LOSS_AGG_MODES, Band, ClipHigher, NoClip,  # noqa: E402
                              PolicyLossConfig, PPOClip, aggregate, policy_loss)
+from problems import policy_batch  # noqa: E402
 
 
 def _batch(seed=0, shape=(4, 7)):
-    rng = np.random.default_rng(seed)
-    old = np.log(rng.uniform(1e-4, 1.0, shape))
-    new = old + rng.normal(0, 0.6, shape)
-    adv = rng.normal(0, 1, shape)
-    mask = (rng.uniform(size=shape) < 0.8).astype(float)
-    mask[:, 0] = 1.0
-    return old, new, adv, mask
+    return policy_batch(seed, shape)
 
 
 def _numpy_bounds(rule, old):

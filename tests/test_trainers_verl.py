@@ -21,6 +21,7 @@ from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
+from problems import policy_batch  # noqa: E402
 
 BAND_OVERRIDES = [
     "actor_rollout_ref.actor.policy_loss.loss_mode=bandpo",
@@ -46,13 +47,7 @@ def _actor_config(overrides, agg_mode="token-mean"):
 
 
 def _batch(seed=0, shape=(4, 9)):
-    rng = np.random.default_rng(seed)
-    old = np.log(rng.uniform(1e-3, 1.0, shape))
-    new = old + rng.normal(0.0, 0.7, shape)
-    adv = rng.normal(0.0, 1.0, shape)
-    mask = (rng.uniform(size=shape) < 0.75).astype(float)
-    mask[:, 0] = 1.0
-    return old, new, adv, mask
+    return policy_batch(seed, shape, min_p=1e-3, spread=0.7, keep=0.75)
 
 
 def _reference(old, new, adv, mask, delta, divergence, max_ratio, dual_clip, mode):

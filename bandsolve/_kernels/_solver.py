@@ -254,7 +254,7 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
     length 1 or len(lower), a length-1 operand standing for every element.
     ``start_upper`` / ``start_lower`` are warm-start tables from
-    ``margin_table`` (on the ``_warm_start`` grid) for a single delta, or empty.
+    ``margin_at`` on ``_warm_start.NODE_Z`` for a single delta, or empty.
     Returns the number of bounds that failed to converge (marked NaN).
     """
     failures = 0
@@ -344,13 +344,6 @@ def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
             out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, f, f_conj, theta)
 
 
-_TABLE_SIG = types.void(
-    types.float64, types.float64, types.float64, types.float64, GeneratorFn, GeneratorFn,
-    GeneratorFn, types.float64, types.float64, types.float64, types.float64[::1],
-    types.float64[::1],
-)
-
-
 _AT_SIG = types.void(
     types.float64[::1], types.float64, types.float64, GeneratorFn, GeneratorFn,
     GeneratorFn, types.float64, types.float64, types.float64, types.float64[::1],
@@ -365,19 +358,6 @@ def margin_at(z, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature
     bound is not interior)."""
     for k in prange(z.size):
         p, pc = _sigmoid_pair(z[k])  # (p, 1 - p), both exact
-        x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
-                                  slope_at_inf, curvature, math.nan)[3]
-        x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,
-                                  slope_at_inf, curvature, math.nan)[3]
-
-
-@jit(_TABLE_SIG, parallel=True)
-def margin_table(z_start, z_step, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
-                 curvature, x_upper, x_lower):
-    """x of the upper and lower margin at the nodes z_start + k z_step in
-    z = logit p (NaN where the bound is not interior)."""
-    for k in prange(x_upper.size):
-        p, pc = _sigmoid_pair(z_start + k * z_step)  # (p, 1 - p), both exact
         x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
                                   slope_at_inf, curvature, math.nan)[3]
         x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,

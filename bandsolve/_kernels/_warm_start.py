@@ -1,6 +1,6 @@
 """Warm starts for the root finder, from the band on a grid in logit p.
 
-``_solver.margin_table`` fills the table; this module interpolates it.
+``_solver.margin_at`` fills the table; this module interpolates it.
 
 For one delta and many elements, solving the band once on a fine uniform
 grid in z = log(p / (1 - p)) and interpolating the solver's own variable
@@ -15,12 +15,14 @@ so four-point Lagrange interpolation is accurate to O(h^4).
 
 import math
 
+import numpy as np
+
 from ._util import jit
 
 Z_MIN = -40.0
 Z_MAX = 40.0
 NODES = 4097
-Z_STEP = (Z_MAX - Z_MIN) / (NODES - 1)
+NODE_Z = np.linspace(Z_MIN, Z_MAX, NODES)
 
 @jit
 def interpolate(table, z):
