@@ -54,6 +54,29 @@ def test_band_from_logp_matches_the_numpy_core(divergence, delta, dtype):
     _assert_within(upper, ref_upper, dtype, f"{divergence} upper")
 
 
+@pytest.mark.parametrize("divergence", ALL_DIVERGENCES)
+@pytest.mark.parametrize("delta", [1e-3, 0.05, 1.0])
+def test_float64_tables_match_the_numpy_core(divergence, delta):
+    """The table path in float64 (what a GPU runs; on the CPU band_from_logp
+    uses the numpy core itself)."""
+    table = bt.BandTable.build(divergence, delta)
+    logp = torch.tensor(_logp_cases(), dtype=torch.float64)
+    lower, upper = table(logp)
+    ref_lower, ref_upper = bs.band_from_logp(logp.numpy(), delta, divergence)
+    _assert_within(lower, ref_lower, torch.float64, f"{divergence} lower")
+    _assert_within(upper, ref_upper, torch.float64, f"{divergence} upper")
+
+
+def test_float64_on_the_cpu_is_the_numpy_core():
+    logp = torch.tensor(_logp_cases(), dtype=torch.float64)
+    for fn, x, np_fn in ((bt.band_from_logp, logp, bs.band_from_logp),
+                         (bt.band, logp.exp(), bs.band)):
+        lower, upper = fn(x, 0.05, "js", max_ratio=10.0)
+        ref_lower, ref_upper = np_fn(x.numpy(), 0.05, "js", max_ratio=10.0)
+        assert np.array_equal(lower.numpy(), ref_lower)
+        assert np.array_equal(upper.numpy(), ref_upper)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("divergence", ["kl", "tv", "chi2", "hellinger", "alpha:2"])
 def test_band_from_p_matches_the_numpy_core(divergence, dtype):
@@ -131,6 +154,7 @@ def test_edges_match_the_numpy_api():
     assert lower.tolist() == ref_lower.tolist() and upper.tolist() == ref_upper.tolist()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("values, fn, match", [
     ([-0.1, float("nan")], bt.band_from_logp, "contains NaN"),
     ([-0.1, float("inf")], bt.band_from_logp, r"contains \+inf"),
@@ -139,17 +163,19 @@ def test_edges_match_the_numpy_api():
     ([-0.5, 0.5], bt.band, r"must lie in \[0, 1\]"),
     ([float("nan")], bt.band, "NaN"),
 ])
-def test_invalid_values_raise(values, fn, match):
+def test_invalid_values_raise(values, fn, match, dtype):
     with pytest.raises(ValueError, match=match):
-        fn(torch.tensor(values), 0.05)
+        fn(torch.tensor(values, dtype=dtype), 0.05)
 
 
-def test_invalid_values_without_validation_give_nan_not_numbers():
-    logp = torch.tensor([float("nan"), float("inf"), 0.5, -0.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_invalid_values_without_validation_give_nan_not_numbers(dtype):
+    logp = torch.tensor([float("nan"), float("inf"), 0.5, -0.5], dtype=dtype)
     lower, upper = bt.band_from_logp(logp, 0.05, validate=False)
     assert torch.isnan(lower[:3]).all() and torch.isnan(upper[:3]).all()
     assert torch.isfinite(lower[3]) and torch.isfinite(upper[3])
-    lower, upper = bt.band(torch.tensor([-0.5, 1.5, float("nan")]), 0.05, validate=False)
+    lower, upper = bt.band(torch.tensor([-0.5, 1.5, float("nan")], dtype=dtype), 0.05,
+                           validate=False)
     assert torch.isnan(lower).all() and torch.isnan(upper).all()
 
 

@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import math
 
+import numpy as np
 import torch
 
-from .. import _validate
+from .. import _validate, api
 from .. import table as _table
 from ..divergences import get_divergence
 
@@ -254,8 +255,34 @@ def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
     host work the compiler must not see."""
+    return _evaluate(x, delta, divergence, max_ratio, from_logp, validate)
+
+
+def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
+    """float64 on the CPU: the numpy core itself, on the tensor's memory;
+    everything else: the device table."""
+    if x.dtype == torch.float64 and x.device.type == "cpu":
+        return _numpy_core(x, delta, divergence, max_ratio, from_logp, validate)
     table = _device_table(divergence, delta, max_ratio, x.device)
     return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
+
+
+def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
+    if validate:
+        _check_values(x, from_logp)  # the torch messages, as on every other path
+    values = x.detach().contiguous().numpy()
+    invalid = np.isnan(values) | (values > 0.0 if from_logp else values > 1.0)
+    if not from_logp:
+        invalid |= values < 0.0
+    if invalid.any():  # only without validation: NaN bounds, as the table gives
+        values = np.where(invalid, 0.0 if from_logp else 0.5, values)
+    solve = api.band_from_logp if from_logp else api.band
+    lower, upper = solve(values, delta, divergence,
+                         max_ratio=None if max_ratio == math.inf else max_ratio)
+    if invalid.any():
+        lower[invalid] = np.nan
+        upper[invalid] = np.nan
+    return torch.from_numpy(lower), torch.from_numpy(upper)
 
 
 @_band_op.register_fake
@@ -271,8 +298,7 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: bool):
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
         return _band_op(x.detach(), delta, key, cap, from_logp, validate)
-    table = _device_table(key, delta, cap, x.device)  # a user-defined Divergence
-    return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
+    return _evaluate(x, delta, key, cap, from_logp, validate)  # a user-defined Divergence
 
 
 def band_from_logp(log_prob: torch.Tensor, delta: float, divergence="kl", *,
@@ -301,9 +327,11 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence="kl", *,
 
     Accuracy
     --------
-    float32: |r - r64| <= max(1e-5 min(r, |r - 1|), 16 eps32 max(r, 1)) against
-    the float64 numpy core at the same input. float64: certified table error,
-    at most max(3e-12 min(r, |r - 1|), 1e-12 max(r, 1)) for the built-in
+    float32 (and half) input: |r - r64| <= max(1e-5 min(r, |r - 1|),
+    16 eps32 max(r, 1)) against the float64 numpy core at the same input.
+    float64 on the CPU: the numpy core itself (``bandsolve.band_from_logp``
+    on the tensor's memory), with its accuracy. float64 on another device:
+    the certified table, |r - r64| <= 1e-12 max(r, 1) for the built-in
     divergences (tested to max(1e-10 min(r, |r-1|), 64 eps64 max(r, 1))):
     close to, not equal to, the numpy core's 1e-12 / 4 eps.
 
