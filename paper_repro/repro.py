@@ -205,8 +205,15 @@ def dynamics_claims(out, full=False):
     configs = dynamics.FULL if full else dynamics.QUICK
     results, bandit, _ = dynamics.bandit_study(configs["bandit"], out=out,
                                                name="dynamics_bandit")
+    adam_text = ""
     if configs["bandit-adam"] is not None:
-        dynamics.bandit_study(configs["bandit-adam"], out=out, name="dynamics_bandit_adam")
+        _, adam, _ = dynamics.bandit_study(configs["bandit-adam"], out=out,
+                                           name="dynamics_bandit_adam")
+        adam_text = (f" The Adam variant (figures/dynamics_bandit_adam.png) is a robustness "
+                     f"check: late entropy PPO {_pm(adam['ppo']['entropy'])}, Band-KL "
+                     f"{_pm(adam['band-kl']['entropy'])}; tail mass PPO "
+                     f"{_pm(adam['ppo']['tail_mass'])}, Band-KL "
+                     f"{_pm(adam['band-kl']['tail_mass'])}.")
     config = configs["bandit"]
     ppo, kl, tv = bandit["ppo"], bandit["band-kl"], bandit["band-tv"]
     tail_ok = kl["tail_mass"][0] - kl["tail_mass"][1] > ppo["tail_mass"][0] + ppo["tail_mass"][1]
@@ -249,7 +256,7 @@ def dynamics_claims(out, full=False):
               f"(failure {'/'.join(f'{x:g}' for x in levels)}), entropy {matched_text}: "
               f"{len(above)} of 3 bands above PPO at the two late levels. Over the first 50 steps "
               f"PPO {early['ppo']:.3f} against Band-KL {early['band-kl']:.3f} (PPO learns "
-              f"more slowly). Sizes are a toy's, not an LLM's ({setting})",
+              f"more slowly). Sizes are a toy's, not an LLM's ({setting}).{adam_text}",
               "reproduces qualitatively" if entropy_ok and above else "does not reproduce"),
         Claim("BandPO beats clip and Clip-Higher by at least 2 points of mean@32 on AIME24, "
               "AIME25 and AMC23 (Qwen2.5-3B, DeepSeek-R1-Distill 1.5B/7B/8B)",

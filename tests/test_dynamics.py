@@ -121,10 +121,13 @@ def test_sequence_study_writes_csv_and_figure(tmp_path):
 def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path, monkeypatch):
     from paper_repro import repro
 
-    monkeypatch.setattr(dynamics, "QUICK", {"bandit": TINY_BANDIT, "bandit-adam": None})
-    monkeypatch.setattr(sequence, "QUICK", TINY_SEQUENCE)
-    rows = repro.dynamics_claims(str(tmp_path))
+    adam = dataclasses.replace(TINY_BANDIT, optimizer="adam", lr=0.05)
+    monkeypatch.setattr(dynamics, "FULL", {"bandit": TINY_BANDIT, "bandit-adam": adam})
+    monkeypatch.setattr(sequence, "FULL", TINY_SEQUENCE)
+    rows = repro.dynamics_claims(str(tmp_path), full=True)
     assert len(rows) == 3
     assert all(row.verdict in ("reproduces", "reproduces qualitatively", "does not reproduce",
                                "not reproduced at this scale") for row in rows)
     assert "PPO" in rows[0].ours and "mean@4" in rows[2].ours
+    assert "Adam variant" in rows[1].ours
+    assert (tmp_path / "dynamics_bandit_adam.png").exists()
