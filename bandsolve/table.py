@@ -152,8 +152,9 @@ def interval_of(d: np.ndarray):
     return np.where(beyond, INTERVALS_PER_SIGN - 1, k), np.where(beyond, 1.0, t)
 
 
-def _log_share(x: np.ndarray) -> np.ndarray:
-    """log s = log sigmoid(x) for the solver's x = logit s, exactly."""
+def _log_sigmoid(x: np.ndarray) -> np.ndarray:
+    """log sigmoid(x) = -log(1 + e^-x), exactly; NaN stays NaN. It gives log s
+    from the solver's x = logit s, and log p from z = logit p."""
     with np.errstate(invalid="ignore"):
         return -np.logaddexp(0.0, -x)
 
@@ -195,7 +196,7 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     _solver.margin_at(np.ascontiguousarray(z_solve), delta, div.parameter, div.f, div.df,
                       div.f_conjugate, div.f_at_zero, div.slope_at_infinity,
                       div.curvature_at_one, x_upper, x_lower)
-    y = _log_share(x_upper if upper else x_lower)
+    y = _log_sigmoid(x_upper if upper else x_lower)
     # At the threshold s = 1 exactly; the solver reports that node (and maybe
     # its neighbour, by rounding) as saturated, NaN.
     y[~np.isfinite(y)] = 0.0
@@ -205,11 +206,6 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
         for sign in signs])
     return TableSide(center=center, threshold=threshold,
                      coefficients=np.ascontiguousarray(coefficients))
-
-
-def _logp_of_z(z: np.ndarray) -> np.ndarray:
-    """log sigmoid(z), exactly."""
-    return -np.logaddexp(0.0, -z)
 
 
 def _side_numpy(side: TableSide, z: np.ndarray) -> np.ndarray:
@@ -257,7 +253,7 @@ def _check_points(table: BandTableData) -> np.ndarray:
 
 
 def _certify(table: BandTableData, div: Divergence) -> float:
-    logp = _logp_of_z(_check_points(table))
+    logp = _log_sigmoid(_check_points(table))
     lower, upper = evaluate_numpy(table, logp)
     ref_lower, ref_upper = api.band_from_logp(logp, table.delta, div,
                                               max_ratio=table.max_ratio)

@@ -187,6 +187,11 @@ class BandTable:
         return lower.masked_fill(invalid, math.nan), upper.masked_fill(invalid, math.nan)
 
 
+def _invalid(x: torch.Tensor, from_logp: bool) -> torch.Tensor:
+    """Where x is not a valid log p (NaN, > 0) or p (NaN, outside [0, 1])."""
+    return torch.isnan(x) | (x > 0.0) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+
+
 def _check_values(x: torch.Tensor, from_logp: bool):
     """ValueError for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p).
 
@@ -196,7 +201,7 @@ def _check_values(x: torch.Tensor, from_logp: bool):
     if x.numel() == 0:
         return
     v = x.detach()
-    bad = torch.isnan(v) | (v > 0.0) if from_logp else ~((v >= 0.0) & (v <= 1.0))
+    bad = _invalid(v, from_logp)
     if not bool(bad.any()):
         return
     flat = bad.reshape(-1)
@@ -271,15 +276,14 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
     if validate:
         _check_values(x, from_logp)  # the torch messages, as on every other path
     values = x.detach().contiguous().numpy()
-    invalid = np.isnan(values) | (values > 0.0 if from_logp else values > 1.0)
-    if not from_logp:
-        invalid |= values < 0.0
-    if invalid.any():  # only without validation: NaN bounds, as the table gives
+    invalid = _invalid(x.detach(), from_logp).numpy()
+    any_invalid = bool(invalid.any())  # only without validation
+    if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
         values = np.where(invalid, 0.0 if from_logp else 0.5, values)
     solve = api.band_from_logp if from_logp else api.band
     lower, upper = solve(values, delta, divergence,
                          max_ratio=None if max_ratio == math.inf else max_ratio)
-    if invalid.any():
+    if any_invalid:
         lower[invalid] = np.nan
         upper[invalid] = np.nan
     return torch.from_numpy(lower), torch.from_numpy(upper)

@@ -35,12 +35,11 @@ from trl import GRPOConfig, GRPOTrainer
 
 from ..divergences import get_divergence
 from .bounds import band_from_logp
-from .rules import ClipHigher
+from .losses import _CLIP_HIGHER_WIDTH
 
 __all__ = ["BandGRPOConfig", "BandGRPOTrainer"]
 
 _CLIPPING_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
-_CLIP_HIGHER_WIDTH = ClipHigher().eps_low + ClipHigher().eps_high
 
 
 @dataclasses.dataclass

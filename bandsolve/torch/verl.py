@@ -51,7 +51,7 @@ from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
 from verl.workers.config import PolicyLossConfig
 
 from .bounds import band_from_logp
-from .losses import clip_metrics, clipped_surrogate
+from .losses import _masked_mean, clip_metrics, clipped_surrogate
 
 __all__ = ["BandPOPolicyLossConfig", "compute_policy_loss_bandpo", "LOSS_NAME"]
 
@@ -78,11 +78,6 @@ def _setting(config, key: str):
     if policy_loss is None:
         return getattr(_DEFAULTS, key)
     return policy_loss.get(key, getattr(_DEFAULTS, key))
-
-
-def _masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    mask = mask.to(torch.float32)
-    return (x.to(torch.float32) * mask).sum() / mask.sum().clamp(min=1.0)
 
 
 @register_policy_loss(LOSS_NAME)
