@@ -116,7 +116,8 @@ def check_max_ratio(max_ratio) -> float:
 def flat_operands(x: np.ndarray, y: np.ndarray):
     """Broadcast two operands like a ufunc, for the elementwise kernels.
 
-    Returns the result shape and two contiguous, writable float64 vectors;
+    Returns the result shape and two contiguous float64 vectors (read-only
+    input stays read-only: the kernels never write to it);
     an operand that is a single value stays of length 1 (the kernels reuse
     it) instead of being copied out to the full size.
     """
@@ -129,10 +130,9 @@ def flat_operands(x: np.ndarray, y: np.ndarray):
     def flat(a):
         if a.size == 1:
             return np.array(a, dtype=np.float64).reshape(1)
-        if a.shape != shape:  # a broadcast view is read-only: materialise it
+        if a.shape != shape:  # the kernels index a full-size operand elementwise
             a = np.broadcast_to(a, shape)
-        # numba types read-only arrays apart: copy only an array that is not
-        # already contiguous and writable (a float64 input as it came is not)
-        return np.require(a, np.float64, ["C", "W"]).reshape(-1)
+        # copies only what is not already C-contiguous float64 in native order
+        return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
 
     return shape, flat(x), flat(y)

@@ -17,7 +17,30 @@ _WARM_START_MIN_SIZE = 32768
 
 
 class BandSolveError(RuntimeError):
-    """The root finder did not converge for some elements (a bug: please report)."""
+    """The root finder could not return a bound to the promised accuracy.
+
+    Two causes, each named in the message: the divergence's g overflows
+    float64 next to the root (only at radii far beyond any trust region in
+    use, e.g. alpha with a > 1 at delta ~ 1e300: use a smaller delta), or
+    the iteration did not converge (never observed for the built-in
+    divergences; for a user generator, a sign that f is not convex or not
+    accurate where the solver evaluates it).
+    """
+
+
+def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
+    overflow = (lower == _solver.OVERFLOW_MARK) | (upper == _solver.OVERFLOW_MARK)
+    i = int(np.flatnonzero(overflow | np.isnan(lower) | np.isnan(upper))[0])
+    name = "log p" if from_logp else "p"
+    where = (f"the first at flat index {i} ({name} = {float(x[i if x.size > 1 else 0])!r}, "
+             f"delta = {float(delta[i if delta.size > 1 else 0])!r})")
+    if overflow[i]:
+        raise BandSolveError(
+            f"{div.name}: the binary divergence overflows float64 next to {failures} bounds, "
+            f"so they cannot be resolved; {where}. Such a delta is far beyond any trust "
+            f"region in use: pass a smaller delta")
+    raise BandSolveError(
+        f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
 
 
 def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Divergence,
@@ -43,12 +66,7 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
         failures = _solver.band_by_root(x, from_logp, delta, *solver_args, start_upper,
                                         start_lower, lower, upper)
         if failures:
-            i = int(np.flatnonzero(np.isnan(lower) | np.isnan(upper))[0])
-            name = "log p" if from_logp else "p"
-            raise BandSolveError(
-                f"{div.name}: the root finder did not converge for {failures} bounds; "
-                f"the first at flat index {i} ({name} = {x[i if x.size > 1 else 0]!r}, "
-                f"delta = {delta[i if delta.size > 1 else 0]!r})")
+            _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures)
     if max_ratio != np.inf:
         np.minimum(upper, max_ratio, out=upper)
     return lower.reshape(shape), upper.reshape(shape)
@@ -115,7 +133,10 @@ def band(p, delta, divergence="kl", *, max_ratio=None):
         shapes that do not broadcast, or an unknown divergence name. The
         message gives the count of bad elements and the first index.
     BandSolveError
-        If the root finder fails to converge (never observed; a bug).
+        If a bound cannot be resolved: g overflows float64 next to it (alpha
+        with a > 1, or a user generator, at delta near 1e300 and tiny p), or
+        the root finder does not converge (never observed for the built-in
+        divergences). Never a silent NaN or a wrong bound.
     """
     return _validated_band(_validate.check_probability(p), False, delta, divergence, max_ratio)
 

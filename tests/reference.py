@@ -92,7 +92,7 @@ def _bound(name: str, p, pc, delta, side: str):
 
 def bound(name: str, p: float, delta: float, side: str, *, from_logp: bool = False):
     """(exact bound, saturated?) for a float64 input p (or logp), at 60 digits."""
-    with mp.workdps(DPS):
+    with mp.workdps(DPS + _extra_digits(p, delta, from_logp)):
         if from_logp:
             x = mp.mpf(p)
             pp, pc = mp.exp(x), -mp.expm1(x)
@@ -100,6 +100,18 @@ def bound(name: str, p: float, delta: float, side: str, *, from_logp: bool = Fal
             pp = mp.mpf(p)
             pc = 1 - pp
         return _bound(name, pp, pc, mp.mpf(delta), side)
+
+
+def _extra_digits(p: float, delta: float, from_logp: bool) -> int:
+    """Digits beyond DPS so that u2 = 1 - m/(1 - p) keeps DPS of its own
+    distance from 1: m/(1 - p) can be as small as min(p, delta) (p = 1e-300
+    with delta = 1e-300 needs 300 more)."""
+    import math
+
+    smallest = min(math.exp(p) if from_logp else p, delta)
+    if not smallest > 0.0:
+        return 0
+    return max(0, int(math.ceil(-math.log10(smallest))) - 10)
 
 
 def saturation_gap(name: str, p: float, delta: float, side: str) -> float:

@@ -39,13 +39,22 @@ def neyman_margins(a, b, delta, theta):
     # g(m) = m^2 / (q (1 - q)), q = a + m: (1 + d) m^2 - d (b - a) m - d a b = 0,
     # with discriminant d (d + 4ab) since (b - a)^2 + 4ab = 1. Of the two
     # roots' formulas, the one whose terms do not cancel is used for each.
-    root = math.sqrt(delta) * math.sqrt(delta + 4.0 * a * b)
-    direct_hi = (delta * (b - a) + root) / (2.0 * (1.0 + delta))
-    direct_lo = (delta * (a - b) + root) / (2.0 * (1.0 + delta))
-    # the smaller of a, b multiplies last, so a subnormal one does not underflow
-    if b >= a:  # the upper formula adds, the lower one would cancel
-        return direct_hi, (2.0 * delta * b / (root + delta * (b - a))) * a
-    return (2.0 * delta * a / (root + delta * (a - b))) * b, direct_lo
+    # Both are written in k = 1/d with the root sqrt(1 + 4ab k): the same
+    # algebra divided through by d, so that no product overflows for any
+    # finite d (at d near float64's maximum, d (b - a) + d would be inf).
+    if delta <= 1.0:
+        root = math.sqrt(delta) * math.sqrt(delta + 4.0 * a * b)
+        direct_hi = (delta * (b - a) + root) / (2.0 * (1.0 + delta))
+        direct_lo = (delta * (a - b) + root) / (2.0 * (1.0 + delta))
+        if b >= a:  # the upper formula adds, the lower one would cancel
+            # the smaller of a, b multiplies last, so a subnormal one does not underflow
+            return direct_hi, (2.0 * delta * b / (root + delta * (b - a))) * a
+        return (2.0 * delta * a / (root + delta * (a - b))) * b, direct_lo
+    k = 1.0 / delta
+    root = math.sqrt(1.0 + 4.0 * a * b * k)
+    if b >= a:
+        return ((b - a) + root) / (2.0 * (k + 1.0)), (2.0 * b / (root + (b - a))) * a
+    return (2.0 * a / (root + (a - b))) * b, ((a - b) + root) / (2.0 * (k + 1.0))
 
 
 @jit

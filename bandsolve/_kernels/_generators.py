@@ -127,6 +127,10 @@ def _alpha_core_py(u, x, a):
     if abs(log_u) <= 3.0:
         # u^a - 1 - a x = (e^{aL} - 1 - aL) + a (L - x)
         numerator = expm1mx(a * log_u) + a * log1pmx(u, x)
+    elif abs(a * log_u) < 1.0:
+        # a small: u^a - 1 = expm1(a log u) keeps the digits that u**a - 1
+        # would cancel (a factor 1 / |a log u|)
+        numerator = math.expm1(a * log_u) - a * x
     else:
         # u ** a rather than exp(a log u): the latter amplifies the rounding
         # of log u by |a log u|, up to 1e-13 at u = 1e-300

@@ -10,12 +10,12 @@ import math
 import numpy as np
 from numba import prange, types
 
-from ._util import jit
+from ._util import InVec, jit, parallel_kernel
 
 # kinds of failure, the row of each in the scan's result
 NAN, POS_INF, NEG_INF, BELOW, ABOVE = range(5)
 
-_SCAN_SIG = types.int64[:, ::1](types.float64[::1], types.float64, types.float64,
+_SCAN_SIG = types.int64[:, ::1](InVec, types.float64, types.float64,
                                 types.boolean, types.boolean)
 
 
@@ -48,10 +48,10 @@ def scan(x, low, high, low_inclusive, high_inclusive):
     return result
 
 
-_COUNT_SIG = types.int64(types.float64[::1], types.float64, types.float64, types.boolean)
+_COUNT_SIG = types.int64(InVec, types.float64, types.float64, types.boolean)
 
 
-@jit(_COUNT_SIG, parallel=True)
+@parallel_kernel(_COUNT_SIG)
 def count_outside(x, low, high, low_inclusive):
     """How many elements are not in [low, high] ((low, high] if not
     low_inclusive); NaN counts as outside. The fast first pass: the detailed

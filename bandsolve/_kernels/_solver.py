@@ -32,24 +32,36 @@ import math
 from numba import prange, types
 
 from . import _warm_start as _warm
-from ._util import ClosedFormFn, GeneratorFn, jit
+from ._util import ClosedFormFn, GeneratorFn, InVec, OutVec, jit, parallel_kernel
 
 _SMALLEST_NORMAL = 2.2250738585072014e-308
 
-# Codes from solve_margin: an interior root, the simplex end, or no convergence.
-INTERIOR, SATURATED, FAILED = 0, 1, 2
+# Codes from solve_margin: an interior root, the simplex end, no convergence,
+# or a root next to where g overflows float64 (so it may lie further out).
+INTERIOR, SATURATED, FAILED, OVERFLOW = 0, 1, 2, 3
+#: What _ratio_bounds writes for an OVERFLOW bound (bounds are never negative);
+#: FAILED bounds are NaN. The public wrapper raises for both.
+OVERFLOW_MARK = -1.0
+# Below this u2, an overflow of b f(u2) only means u2 is smaller still: the
+# bound is then exact to far below its tolerance, and the point is no overflow.
+_OVERFLOW_U2 = 1e-290
 
-_MAX_ITER = 100
+# Newton needs a handful of steps; a bracket of width 2245 halves to float
+# resolution in about 60 bisections, so 200 leaves room for both.
+_MAX_ITER = 200
 _X_MIN = -1500.0  # m = b e^x underflows to 0 long before this
 _X_MAX = 745.0  # u2 = sigmoid(-x) underflows to 0 beyond this
 # Quadratic convergence: once a Newton step is below 1e-10 the next error is
 # about 1e-20, far below what float64 resolves.
 _STEP_TOL = 1e-10
-# A bracket this narrow in its effect fixes every float64 output; it ends the
+# A bracket this narrow in its effect fixes every float64 output: m to 1e-16
+# relative, and u2 to 1e-14 relative or 1e-18 absolute (the lower bound is u2
+# itself, promised to 1e-12 relative or 4 eps absolute). It ends the
 # iteration where psi is nearly flat (just short of saturation) and rounding
-# noise in g would keep Newton's steps from shrinking.
+# noise in g keeps Newton's steps from shrinking.
 _PINNED_M = 1e-16
-_PINNED_U2 = 1e-18
+_PINNED_U2_REL = 1e-14
+_PINNED_U2_ABS = 1e-18
 
 
 @jit
@@ -138,9 +150,12 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
                  x_start):
     """Largest m in [0, b] with g(m) <= delta.
 
-    Returns (m, u2, code, x): u2 = 1 - m/b, code INTERIOR, SATURATED (m = b)
-    or FAILED (no convergence in _MAX_ITER steps), and x = log(m / (b - m))
-    (NaN unless INTERIOR). ``x_start`` is a starting point for x, or NaN.
+    Returns (m, u2, code, x): u2 = 1 - m/b, code INTERIOR, SATURATED (m = b),
+    FAILED (no convergence in _MAX_ITER steps) or OVERFLOW (g evaluated to
+    inf just beyond the root found, at a finite argument: the true root may
+    lie further out, e.g. alpha with a > 1 at delta near 1e300), and
+    x = log(m / (b - m)) (NaN unless INTERIOR). ``x_start`` is a starting
+    point for x, or NaN.
     """
     if b == 0.0:
         return 0.0, 1.0, INTERIOR, math.nan
@@ -162,10 +177,11 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
         else:
             x = math.log(frac) - math.log1p(-frac)
 
-    log_delta = math.log(delta)
     x_lo = _X_MIN
     x_hi = _X_MAX
     hi_end_tried = False
+    step_before = math.inf
+    overflow_at_hi = False
     for _ in range(_MAX_ITER):
         s, sc = _sigmoid_pair(x)
         m = b * s
@@ -176,13 +192,16 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
             x_lo = x
         else:
             x_hi = x
+            overflow_at_hi = g == math.inf and sc > _OVERFLOW_U2
         width = x_hi - x_lo
         # The root lies in [x_lo, x_hi]. Stop once that bracket pins every
-        # output: m to 1e-16 relative and u2 to 1e-18 absolute (m varies as
-        # dx * u2 and u2 as dx * m/b, within a factor e over a width < 1).
-        if width <= _STEP_TOL or (width < 1.0 and 3.0 * width * sc <= _PINNED_M
-                                  and 3.0 * width * s * sc <= _PINNED_U2):
-            return m, sc, INTERIOR, x
+        # output (m varies as dx * u2 and u2 as dx * m/b, within a factor e
+        # over a width < 1), or once it cannot be halved in floating point.
+        mid = 0.5 * (x_lo + x_hi)
+        if (width < 1.0 and 3.0 * width * sc <= _PINNED_M and (
+                3.0 * width * s <= _PINNED_U2_REL or 3.0 * width * s * sc <= _PINNED_U2_ABS)) \
+                or mid == x_lo or mid == x_hi:
+            return m, sc, OVERFLOW if overflow_at_hi else INTERIOR, x
         # Newton step on psi(x) = log g - log delta; d psi/dx = g'(m) m u2 / g.
         if a == 0.0:
             d1 = slope_at_inf
@@ -190,7 +209,11 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
             x1 = m / a
             d1 = df(1.0 + x1, x1, theta)
         dpsi = (d1 - df(sc, -s, theta)) * m * sc / g
-        x_new = x + (log_delta - math.log(g)) / dpsi
+        # psi = log(g / delta) as log1p of (g - delta) / delta, where
+        # g - delta is exact near the root: log g - log delta would carry an
+        # absolute error of eps |log g|, which near saturation (psi flat,
+        # dpsi ~ u2) moves x by far more than the bound's tolerance.
+        x_new = x - math.log1p((g - delta) / delta) / dpsi
         dx = x_new - x
         if dpsi < math.inf and abs(dx) <= _STEP_TOL:
             # Converged (rounding may put x_new a hair outside the bracket).
@@ -203,7 +226,14 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
                 hi_end_tried = True
                 x_new = _X_MAX
             else:
-                x_new = 0.5 * (x_lo + x_hi)
+                x_new = mid
+        elif x_lo > _X_MIN and x_hi < _X_MAX and abs(dx) > 0.5 * step_before:
+            # Both sides of the root seen, and Newton's step has not halved:
+            # an inexact derivative (a user generator's finite difference) or
+            # rounding noise in g makes it oscillate. Bisect instead, which
+            # halves the bracket and so guarantees convergence.
+            x_new = mid
+        step_before = abs(x_new - x)
         x = x_new
     s, sc = _sigmoid_pair(x)
     return b * s, sc, FAILED, math.nan
@@ -217,15 +247,19 @@ def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
         upper = 1.0 / p
     elif code_hi == FAILED:
         upper = math.nan
+    elif code_hi == OVERFLOW:
+        upper = OVERFLOW_MARK
     else:
         upper = min(1.0 + m_hi / p, 1.0 / p)
     if code_lo == SATURATED:
         lower = 0.0
     elif code_lo == FAILED:
         lower = math.nan
+    elif code_lo == OVERFLOW:
+        lower = OVERFLOW_MARK
     else:
         lower = u2_lo
-    return lower, upper, int(code_hi == FAILED) + int(code_lo == FAILED)
+    return lower, upper, int(code_hi >= FAILED) + int(code_lo >= FAILED)
 
 
 @jit
@@ -238,15 +272,14 @@ def _probability_pair(x, from_logp):
     return x, 1.0 - x
 
 
-_Vec = types.float64[::1]
 _ROOT_SIG = types.int64(
-    _Vec, types.boolean, _Vec, types.float64,
+    InVec, types.boolean, InVec, types.float64,
     GeneratorFn, GeneratorFn, GeneratorFn, types.float64, types.float64, types.float64,
-    _Vec, _Vec, _Vec, _Vec,
+    InVec, InVec, OutVec, OutVec,
 )
 
 
-@jit(_ROOT_SIG, parallel=True)
+@parallel_kernel(_ROOT_SIG)
 def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
                  curvature, start_upper, start_lower, lower, upper):
     """Bounds for every element by the safeguarded root finder.
@@ -255,7 +288,8 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
     length 1 or len(lower), a length-1 operand standing for every element.
     ``start_upper`` / ``start_lower`` are warm-start tables from
     ``margin_at`` on ``_warm_start.NODE_Z`` for a single delta, or empty.
-    Returns the number of bounds that failed to converge (marked NaN).
+    Returns the number of bounds that failed: NaN where the iteration did
+    not converge, ``OVERFLOW_MARK`` where g overflowed next to the root.
     """
     failures = 0
     warm = start_upper.size > 0
@@ -285,10 +319,11 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
     return failures
 
 
-_CLOSED_SIG = types.void(_Vec, types.boolean, _Vec, types.float64, ClosedFormFn, _Vec, _Vec)
+_CLOSED_SIG = types.void(InVec, types.boolean, InVec, types.float64, ClosedFormFn, OutVec,
+                         OutVec)
 
 
-@jit(_CLOSED_SIG, parallel=True)
+@parallel_kernel(_CLOSED_SIG)
 def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
     """Bounds for every element from a closed-form margin (operands as above)."""
     n = lower.size
@@ -315,10 +350,10 @@ def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
         lower[i] = 0.0 if m_lo >= p else max(r_lo, 0.0)
 
 
-_BINARY_SIG = types.void(_Vec, _Vec, types.float64, GeneratorFn, GeneratorFn, _Vec)
+_BINARY_SIG = types.void(InVec, InVec, types.float64, GeneratorFn, GeneratorFn, OutVec)
 
 
-@jit(_BINARY_SIG, parallel=True)
+@parallel_kernel(_BINARY_SIG)
 def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
     """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p].
 
@@ -345,13 +380,12 @@ def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
 
 
 _AT_SIG = types.void(
-    types.float64[::1], types.float64, types.float64, GeneratorFn, GeneratorFn,
-    GeneratorFn, types.float64, types.float64, types.float64, types.float64[::1],
-    types.float64[::1],
+    InVec, types.float64, types.float64, GeneratorFn, GeneratorFn,
+    GeneratorFn, types.float64, types.float64, types.float64, OutVec, OutVec,
 )
 
 
-@jit(_AT_SIG, parallel=True)
+@parallel_kernel(_AT_SIG)
 def margin_at(z, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
               x_upper, x_lower):
     """x of the upper and lower margin at each z = logit p (NaN where the

@@ -2,9 +2,34 @@
 
 Every private kernel trusts its input: contiguous float64 arrays, already
 validated by the public wrappers in ``bandsolve.api``.
+
+Threads, processes and the on-disk cache
+----------------------------------------
+* numba's OpenMP layer (GNU libgomp) aborts any child that a ``fork`` made
+  after the parent ran a parallel kernel (multiprocessing's default start
+  method on Linux, torch DataLoader workers), and its workqueue layer aborts
+  when two threads launch kernels at once. So, unless ``NUMBA_THREADING_LAYER``
+  says otherwise, bandsolve asks numba for a fork-safe layer (TBB where it is
+  loadable, else workqueue), and :func:`parallel_kernel` serialises launches
+  with one lock: each launch already uses every core.
+* The on-disk cache needs a writable folder (beside the source, else the
+  user's cache folder). Where there is none, as in a read-only install under
+  a read-only home, kernels compile in memory instead of failing at import.
 """
 
+import functools
+import os
+import threading
+
+import numba
 from numba import njit, types
+
+if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
+    numba.config.THREADING_LAYER = "forksafe"
+
+# The one lock of the package: it orders kernel launches from several threads
+# (see the module docstring). It holds no data.
+_LAUNCH_LOCK = threading.Lock()
 
 #: ``f(u, u_minus_1, theta)``: a generator (or its derivative) at ``u``.
 #: Both ``u`` and ``u - 1`` are passed so that each function can use whichever
@@ -18,6 +43,13 @@ CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
     types.float64, types.float64, types.float64, types.float64)
 ClosedFormFn = types.FunctionType(CLOSED_FORM_SIG)
 
+#: A contiguous float64 vector the kernel only reads. Declared read-only so
+#: that memory-mapped files, ``np.frombuffer`` and shared arrays (all
+#: read-only) go in without a copy; numba passes writable arrays here too.
+InVec = types.Array(types.float64, 1, "C", readonly=True)
+#: A contiguous float64 vector the kernel writes.
+OutVec = types.float64[::1]
+
 
 def jit(*args, **kwargs):
     """``numba.njit`` with the package defaults.
@@ -25,10 +57,41 @@ def jit(*args, **kwargs):
     ``error_model="numpy"`` makes 1/0 give inf rather than raise, which the
     kernels rely on at the edges u = 0 and p = 1. No fastmath: it would drop
     the NaN/inf semantics that saturation and the edge cases depend on.
+    ``cache=True`` where numba finds a writable cache folder, else in memory.
+    Used bare (``@jit``) or with a signature and options (``@jit(sig)``).
     """
-    kwargs.setdefault("cache", True)
+    if len(args) == 1 and callable(args[0]) and not kwargs \
+            and not isinstance(args[0], types.Type):
+        return jit()(args[0])
     kwargs.setdefault("error_model", "numpy")
-    return njit(*args, **kwargs)
+
+    def decorate(fn):
+        try:
+            return njit(*args, cache=True, **kwargs)(fn)
+        except RuntimeError as exc:  # "cannot cache function ...: no locator available"
+            if "cannot cache" not in str(exc):
+                raise
+            return njit(*args, cache=False, **kwargs)(fn)
+
+    return decorate
+
+
+def parallel_kernel(signature):
+    """A ``prange`` kernel, compiled for ``signature``, whose launches from
+    several threads take turns (the module docstring says why)."""
+
+    def decorate(fn):
+        kernel = jit(signature, parallel=True)(fn)
+
+        @functools.wraps(fn)
+        def launch(*args):
+            with _LAUNCH_LOCK:
+                return kernel(*args)
+
+        launch.kernel = kernel
+        return launch
+
+    return decorate
 
 
 def generator(fn):
