@@ -87,12 +87,11 @@ def _add_export(sub):
 
 def _run_repro(args):
     try:
-        from paper_repro.repro import main as repro_main
-    except ImportError:
-        raise ValueError("bandsolve repro runs the reproduction in paper_repro/, which lives "
-                         "in the source checkout: clone the repository and pip install -e .") \
-            from None
-    argv = []
+        from .paper_repro.repro import main as repro_main
+    except ImportError as exc:  # the dynamics study's torch, or matplotlib, is missing
+        raise ValueError(f"bandsolve repro could not start: {exc}. Install the extra: "
+                         "pip install \"bandsolve[torch]\"") from None
+    argv = ["--out", args.out]
     if args.out_report:
         argv += ["--out-report", args.out_report]
     if args.figures:
@@ -104,12 +103,14 @@ def _run_repro(args):
 
 def _add_repro(sub):
     parser = sub.add_parser("repro", help="reproduce the paper's results at small scale",
-                            description="Run paper_repro: the paper's theory claims, figures 1 "
-                                        "and 2, the small dynamics study (quick unless --full), "
-                                        "and paper_repro/REPORT.md.")
-    parser.add_argument("--out-report", help="where to write the report "
-                                             "(default: paper_repro/REPORT.md)")
-    parser.add_argument("--figures", help="folder for the figures (default: figures/)")
+                            description="Run the reproduction: the paper's theory claims, "
+                                        "figures 1 and 2, the small dynamics study (quick "
+                                        "unless --full), and a REPORT.md. Everything goes "
+                                        "under --out; nothing is written into the package.")
+    parser.add_argument("--out", default="bandsolve-output",
+                        help="folder for REPORT.md and figures/ (default ./bandsolve-output)")
+    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
+    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
     parser.add_argument("--full", action="store_true",
                         help="the long dynamics study (more seeds and steps)")
     parser.add_argument("--skip-dynamics", action="store_true",

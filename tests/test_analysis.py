@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import bandsolve as bs
-from analysis import bounds
+from bandsolve.analysis import bounds
 from bandsolve.baselines import clip_higher_bounds, dcpo_bounds, ppo_bounds
 
 

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from analysis import dynamics, sequence  # noqa: E402
+from bandsolve.analysis import dynamics, sequence  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
@@ -119,7 +119,7 @@ def test_sequence_study_writes_csv_and_figure(tmp_path):
 
 
 def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path, monkeypatch):
-    from paper_repro import repro
+    from bandsolve.paper_repro import repro
 
     adam = dataclasses.replace(TINY_BANDIT, optimizer="adam", lr=0.05)
     monkeypatch.setattr(dynamics, "FULL", {"bandit": TINY_BANDIT, "bandit-adam": adam})

@@ -3,7 +3,7 @@
 import pytest
 
 from bandsolve.cli import main as cli_main
-from paper_repro import repro
+from bandsolve.paper_repro import repro
 
 
 @pytest.mark.parametrize("claim", repro.THEORY, ids=lambda f: f.__name__)
@@ -20,3 +20,19 @@ def test_repro_writes_the_report_and_figures(tmp_path):
     assert text.count("| reproduces |") == len(repro.THEORY) + 1  # the figures row too
     assert "not reproduced at this scale" in text and "skipped (--skip-dynamics)" in text
     assert (tmp_path / "fig1_bounds.png").exists() and (tmp_path / "fig2_plane.pdf").exists()
+
+
+def test_repro_writes_under_the_current_directory_by_default(tmp_path, monkeypatch):
+    """Issue 9.7: outputs go to ./bandsolve-output, never into the package."""
+    import bandsolve
+
+    package_dir = __import__("pathlib").Path(bandsolve.__file__).parent
+    before = {p for p in package_dir.rglob("*") if p.suffix in (".md", ".png", ".pdf")}
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(["repro", "--skip-dynamics"]) == 0
+    out = tmp_path / "bandsolve-output"
+    text = (out / "REPORT.md").read_text()
+    assert (out / "figures" / "fig1_bounds.png").exists()
+    assert "](figures/fig1_bounds.png)" in text  # links resolve from the report
+    after = {p for p in package_dir.rglob("*") if p.suffix in (".md", ".png", ".pdf")}
+    assert after == before

@@ -17,7 +17,7 @@ DCPO and Band (kl, tv, chi2) at delta = 0.05. The losses are
     rewarding tokens), the mass on the rewarding *tail* tokens, and clip
     fractions by old-probability bucket.
 
-(b) Sequence task (``run_sequence``): see ``analysis/sequence.py``.
+(b) Sequence task (``run_sequence``): see ``bandsolve.analysis.sequence``.
 
 Each part writes a CSV of every metric (one row per rule, seed and step) and a
 figure (PNG and PDF) with the mean and a 95% confidence band over seeds. The
@@ -43,7 +43,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from analysis.bounds import save_figure  # noqa: E402
+from .bounds import save_figure  # noqa: E402
 from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
@@ -328,7 +328,7 @@ def main(argv=None):
                 print(f"{rule:12s} " + "  ".join(f"{k} {v[0]:.3f} ± {v[1]:.3f}"
                                                   for k, v in row.items()))
     if args.part in ("sequence", "both"):
-        from analysis import sequence
+        from . import sequence
 
         sequence.main(["--full"] if args.full else [], out=args.out)
     return 0

@@ -38,8 +38,8 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from analysis.bounds import save_figure  # noqa: E402
-from analysis.dynamics import RULES, _band_plot, mean_and_ci, write_csv  # noqa: E402
+from .bounds import save_figure  # noqa: E402
+from .dynamics import RULES, _band_plot, mean_and_ci, write_csv  # noqa: E402
 from bandsolve.torch import clipped_surrogate  # noqa: E402
 
 DIGITS = 9

@@ -1,0 +1,11 @@
+"""``python -m analysis.sequence``: runs ``bandsolve.analysis.sequence``.
+
+The code lives in the package, so that it ships in the wheel (``bandsolve``
+commands need it); this folder keeps the scripts' names in a checkout.
+Outputs go to ``--out`` (default ``figures`` under the current directory).
+"""
+
+from bandsolve.analysis.sequence import main
+
+if __name__ == "__main__":
+    raise SystemExit(main())

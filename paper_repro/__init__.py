@@ -1,0 +1,1 @@
+"""``python -m paper_repro``: runs ``bandsolve.paper_repro`` (``bandsolve repro``)."""

@@ -1,0 +1,3 @@
+from bandsolve.paper_repro.repro import main
+
+raise SystemExit(main())
