@@ -119,8 +119,9 @@ class Divergence:
             iterations, never convergence.
         f_at_zero, slope_at_infinity : float, optional
             f(0) and lim f(u)/u. By default f(0) is evaluated and the slope is
-            estimated from f(u)/u at u = 1e12 and 1e15 (taken as inf if those
-            differ by more than 1e-3 relative). Pass them when you know them.
+            estimated from f(u)/u at u = 1e280 and 1e300 (taken as inf if those
+            differ by more than 1e-3 relative, or overflow). Pass them when
+            you know them: the band at p = 1 depends on the slope directly.
         curvature_at_one : float, optional
             f''(1), used only for the starting point (default: estimated).
         convex_generator : callable, optional
@@ -161,10 +162,13 @@ class Divergence:
             if math.isnan(f_at_zero):
                 raise ValueError(f"f(0) of {name!r} evaluates to NaN; pass f_at_zero explicitly")
         if slope_at_infinity is None:
-            s12 = float(f_norm(1e12, 1e12, 0.0)) / 1e12
-            s15 = float(f_norm(1e15, 1e15, 0.0)) / 1e15
-            close = math.isfinite(s15) and abs(s15 - s12) <= 1e-3 * max(abs(s15), 1e-300)
-            slope_at_infinity = s15 if close else math.inf
+            # far out, so that slowly vanishing terms (hellinger's 2/sqrt(u),
+            # kl's log(u)/u) are below float64 resolution: at 1e12 they
+            # were 2e-6, which moved the band at p = 1 by as much
+            s_near = float(f_norm(1e280, 1e280, 0.0)) / 1e280
+            s_far = float(f_norm(1e300, 1e300, 0.0)) / 1e300
+            close = math.isfinite(s_far) and abs(s_far - s_near) <= 1e-3 * max(abs(s_far), 1e-300)
+            slope_at_infinity = s_far if close else math.inf
         slope_inf = float(slope_at_infinity)
 
         if df_user is not None:
