@@ -87,34 +87,21 @@ def _add_export(sub):
 
 def _run_repro(args):
     try:
-        from .paper_repro.repro import main as repro_main
-    except ImportError as exc:  # the dynamics study's torch, or matplotlib, is missing
-        raise ValueError(f"bandsolve repro could not start: {exc}. Install the extra: "
-                         "pip install \"bandsolve[torch]\"") from None
-    argv = ["--out", args.out]
-    if args.out_report:
-        argv += ["--out-report", args.out_report]
-    if args.figures:
-        argv += ["--figures", args.figures]
-    argv += ["--full"] if args.full else []
-    argv += ["--skip-dynamics"] if args.skip_dynamics else []
-    return repro_main(argv)
+        from .paper_repro import repro
+    except ImportError as exc:  # matplotlib or another dependency is missing
+        raise ValueError(f"bandsolve repro could not start: {exc}") from None
+    return repro.run(args)
 
 
 def _add_repro(sub):
+    from .paper_repro import repro
+
     parser = sub.add_parser("repro", help="reproduce the paper's results at small scale",
                             description="Run the reproduction: the paper's theory claims, "
                                         "figures 1 and 2, the small dynamics study (quick "
                                         "unless --full), and a REPORT.md. Everything goes "
                                         "under --out; nothing is written into the package.")
-    parser.add_argument("--out", default="bandsolve-output",
-                        help="folder for REPORT.md and figures/ (default ./bandsolve-output)")
-    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
-    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
-    parser.add_argument("--full", action="store_true",
-                        help="the long dynamics study (more seeds and steps)")
-    parser.add_argument("--skip-dynamics", action="store_true",
-                        help="theory claims and figures only (seconds)")
+    repro.add_arguments(parser)
     parser.set_defaults(run=_run_repro)
 
 

@@ -313,8 +313,8 @@ def report(claims, seconds, figures_link="figures") -> str:
 DEFAULT_OUT = "bandsolve-output"
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="bandsolve repro", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``bandsolve repro`` (the CLI's subcommand uses them too)."""
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
     parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
@@ -323,7 +323,16 @@ def main(argv=None) -> int:
                         help="the long dynamics study (more seeds and steps, an Adam variant)")
     parser.add_argument("--skip-dynamics", action="store_true",
                         help="theory claims and figures only (seconds)")
-    args = parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="bandsolve repro", description=__doc__.splitlines()[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The reproduction for parsed options (see :func:`add_arguments`)."""
     report_path = args.out_report or os.path.join(args.out, "REPORT.md")
     figures_dir = args.figures or os.path.join(args.out, "figures")
     os.makedirs(os.path.dirname(os.path.abspath(report_path)), exist_ok=True)
