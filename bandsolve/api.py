@@ -119,9 +119,12 @@ def band(p, delta, divergence="kl", *, max_ratio=None):
     For the built-in divergences, with r the exact bound,
     ``|lower - r| <= max(1e-12 * min(r, |r - 1|), 4 * eps * max(r, 1))``,
     likewise for ``upper``, with eps = 2.2e-16, for p in [1e-300, 1] and
-    delta in [1e-8, 10], from p and from log p (tested against mpmath at 60
-    digits; the README's accuracy table has the measured worst cases and the
-    one documented exception, rkl at 1 - p below 1e-312).
+    every delta the API accepts (5e-324 to float64's maximum), from p and
+    from log p (tested against mpmath at 60 digits or more, next to the
+    saturation thresholds too; the README's accuracy table has the measured
+    worst cases and the one documented exception, rkl at 1 - p below
+    1e-312). Where g overflows float64 next to a root, BandSolveError is
+    raised instead. A user-defined divergence is as accurate as its formula.
 
     Raises
     ------
