@@ -49,6 +49,7 @@ between the points the spline and the bound are both smooth.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import math
 from pathlib import Path
 
@@ -59,11 +60,12 @@ from . import _validate, api
 from ._kernels import _solver
 from .divergences import Divergence, get_divergence
 
-__all__ = ["TableSide", "BandTableData", "build", "save", "load", "evaluate_numpy",
-           "to_arrays", "from_arrays", "ATOL"]
+__all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
+           "evaluate_numpy", "to_arrays", "from_arrays", "check_against_solver", "ATOL"]
 
 FORMAT = "bandsolve.table"
-FORMAT_VERSION = 1
+# 2: a sha256 checksum of every field (version 1 had none and is refused)
+FORMAT_VERSION = 2
 ATOL = 1e-12
 DEGREE = 5
 # Octaves of d = |z - center|: [2^(e-1), 2^e) for e in [OCTAVE_MIN, OCTAVE_MAX],
@@ -80,6 +82,12 @@ INTERVALS_PER_SIGN = SEGMENTS * PER_OCTAVE
 _Z_EDGE = 745.0
 # Certified for p and 1 - p down to 1e-300, the numpy core's own range.
 _CERTIFIED_Z = 690.0
+_EPS = float(np.finfo(np.float64).eps)
+
+
+class TableIntegrityError(ValueError):
+    """A table file whose contents are not those that were certified: its
+    checksum does not match, or its bounds disagree with the solver."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -305,7 +313,8 @@ _GRID = {"octave_min": OCTAVE_MIN, "octave_max": OCTAVE_MAX, "per_octave": PER_O
 
 
 def to_arrays(table: BandTableData) -> dict:
-    """The table as a flat dict of numpy arrays and scalars (the file layout)."""
+    """The table as a flat dict of numpy arrays and scalars (the file layout),
+    with ``checksum``: the sha256 of every other field (see :func:`checksum`)."""
     out = {"format": np.array(FORMAT), "format_version": np.array(FORMAT_VERSION),
            "divergence": np.array(table.divergence), "delta": np.array(table.delta),
            "max_ratio": np.array(table.max_ratio), "rtol": np.array(table.rtol),
@@ -316,19 +325,46 @@ def to_arrays(table: BandTableData) -> dict:
         out[f"{name}_coefficients"] = side.coefficients
         for field in _SIDE_FIELDS:
             out[f"{name}_{field}"] = np.array(getattr(side, field))
+    out["checksum"] = np.array(checksum(out))
     return out
 
 
-def from_arrays(arrays) -> BandTableData:
-    """Inverse of :func:`to_arrays`; ValueError for anything that is not a
-    table of this format version."""
+def checksum(arrays) -> str:
+    """sha256, in hex, of every field but ``checksum``: names in sorted order,
+    each with its dtype, shape and little-endian bytes, so that the digest
+    is the same for the .npz and the .pt layout and on any machine."""
+    digest = hashlib.sha256()
+    for name in sorted(k for k in arrays if k != "checksum"):
+        value = np.asarray(arrays[name])
+        if value.dtype.kind in "US":
+            data = str(value).encode()
+            kind = "str"
+        else:
+            canonical = value.astype(value.dtype.newbyteorder("<"), copy=False)
+            data = np.ascontiguousarray(canonical).tobytes()
+            kind = canonical.dtype.kind + str(canonical.dtype.itemsize)
+        digest.update(f"{name}:{kind}:{value.shape}:".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def from_arrays(arrays, *, source: str = "the table") -> BandTableData:
+    """Inverse of :func:`to_arrays`. ValueError for anything that is not a
+    table of this format version; TableIntegrityError when the checksum
+    does not match the fields (``source`` names the file in the message)."""
     try:
         if str(arrays["format"]) != FORMAT:
             raise ValueError(f"not a bandsolve table (format {str(arrays['format'])!r})")
         version = int(arrays["format_version"])
         if version != FORMAT_VERSION:
-            raise ValueError(f"table format version {version}; this bandsolve reads "
-                             f"version {FORMAT_VERSION}")
+            raise ValueError(f"{source} has table format version {version}; this bandsolve "
+                             f"reads version {FORMAT_VERSION} (version 1 files carry no "
+                             "checksum: export the table again with bandsolve export)")
+        if str(arrays["checksum"]) != checksum(arrays):
+            raise TableIntegrityError(
+                f"{source} was modified or corrupted: its checksum does not match its "
+                "contents, so its bounds are not the ones that were certified. Export "
+                "the table again with bandsolve export")
         for field, expected in _GRID.items():
             if int(arrays[field]) != expected:
                 raise ValueError(f"table grid {field} = {int(arrays[field])}; this bandsolve "
@@ -350,6 +386,66 @@ def from_arrays(arrays) -> BandTableData:
         raise ValueError(f"not a bandsolve table: no field {exc}") from None
 
 
+def check_against_solver(table: BandTableData, divergence=None, *, source: str = "the table",
+                         seed: int | None = None) -> None:
+    """Re-check a sample of the table against the float64 root finder.
+
+    One point in every interval of both grids, at a position drawn from
+    ``seed`` (None: fresh each call, so that a rewritten interval cannot
+    hide between points known in advance), both
+    thresholds and the tails; about 0.1 s. Every bound must lie within
+    twice the table's own certificate, max(rtol min(r, |r-1|), atol max(r, 1)),
+    plus 8 eps max(r, 1) for the evaluation's rounding: the certificate was
+    measured at fixed points, and fresh points may exceed it slightly (a user
+    generator's solves carry about 1e-10 of noise of their own). A file
+    changed by more than that is refused.
+
+    Raises
+    ------
+    TableIntegrityError
+        At the first bound beyond that, naming the interval, log p and both values.
+    ValueError
+        If the divergence cannot be resolved by its stored name (a
+        user-defined one): pass ``divergence=``.
+    """
+    if divergence is None:
+        try:
+            div = get_divergence(table.divergence)
+        except ValueError:
+            raise ValueError(f"{source} holds the user-defined divergence "
+                             f"{table.divergence!r}: pass divergence= to check it against "
+                             "the solver, or verify=False to skip that check") from None
+    else:
+        div = get_divergence(divergence)
+        if div.name != table.divergence:
+            raise ValueError(f"{source} holds divergence {table.divergence!r}, not {div.name!r}")
+    rng = np.random.default_rng(seed)
+    d = _distance_nodes()
+    offsets = d[:-1] + rng.uniform(0.05, 0.95, d.size - 1) * np.diff(d)
+    z = [np.geomspace(1.0, _CERTIFIED_Z, 32), -np.geomspace(1.0, _CERTIFIED_Z, 32)]
+    for side in (table.upper, table.lower):
+        z += [side.center + offsets, side.center - offsets]
+        if math.isfinite(side.threshold):
+            z.append(side.threshold + np.array([-1e-9, 0.0, 1e-9]))
+    z = np.concatenate(z)
+    logp = np.concatenate([_log_sigmoid(z[np.abs(z) <= _CERTIFIED_Z]), [0.0, -np.inf]])
+    got = evaluate_numpy(table, logp)
+    expected = api.band_from_logp(logp, table.delta, div, max_ratio=table.max_ratio)
+    for name, g, r in zip(("lower", "upper"), got, expected):
+        finite = np.isfinite(r)
+        with np.errstate(invalid="ignore"):
+            allowed = 2.0 * np.maximum(table.rtol * np.minimum(r, np.abs(r - 1.0)),
+                                       table.atol * np.maximum(r, 1.0)) \
+                + 8 * _EPS * np.maximum(r, 1.0)
+            bad = np.where(finite, ~(np.abs(g - r) <= allowed), g != r)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise TableIntegrityError(
+                f"{source}: the {name} bound at log p = {float(logp[i])!r} is {float(g[i])!r} "
+                f"from the table but {float(r[i])!r} from the solver, beyond the table's certificate; the "
+                "table does not hold the band it claims. Export it again")
+
+
 def save(table: BandTableData, path) -> Path:
     """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
     path = Path(path)
@@ -367,16 +463,35 @@ def save(table: BandTableData, path) -> Path:
     return path
 
 
-def load(path) -> BandTableData:
-    """Read a table written by :func:`save` (``.npz`` or ``.pt``)."""
+def load(path, *, verify: bool = True, divergence=None) -> BandTableData:
+    """Read a table written by :func:`save` (``.npz`` or ``.pt``).
+
+    The stored checksum is always checked. With ``verify=True`` (the
+    default) a sample of the table is also re-checked against the solver
+    (:func:`check_against_solver`, a few hundred milliseconds), which catches
+    a file rewritten with a matching checksum. ``divergence`` is needed for
+    that when the table holds a user-defined divergence.
+
+    Raises
+    ------
+    TableIntegrityError
+        The checksum does not match, or the sample disagrees with the solver.
+    ValueError
+        Not a table, another format version, or an unknown suffix.
+    """
     path = Path(path)
+    source = f"table file {str(path)!r}"
     if path.suffix == ".npz":
         with np.load(path, allow_pickle=False) as data:
-            return from_arrays({k: data[k] for k in data.files})
-    if path.suffix == ".pt":
+            table = from_arrays({k: data[k] for k in data.files}, source=source)
+    elif path.suffix == ".pt":
         import torch
 
         raw = torch.load(path, map_location="cpu", weights_only=True)
-        return from_arrays({k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
-                            for k, v in raw.items()})
-    raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+        table = from_arrays({k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
+                             for k, v in raw.items()}, source=source)
+    else:
+        raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    if verify:
+        check_against_solver(table, divergence, source=source)
+    return table

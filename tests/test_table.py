@@ -94,9 +94,11 @@ def test_bad_files_are_refused(tmp_path):
                               ("per_octave", np.array(7), "per_octave"),
                               ("upper_coefficients", np.zeros((3, 6)), "shape")):
         bad = dict(arrays, **{key: value})
+        bad["checksum"] = np.array(table.checksum(bad))  # consistent, yet not a valid table
         with pytest.raises(ValueError, match=match):
             table.from_arrays(bad)
     missing = {k: v for k, v in arrays.items() if k != "delta"}
+    missing["checksum"] = np.array(table.checksum(missing))
     with pytest.raises(ValueError, match="no field"):
         table.from_arrays(missing)
     with pytest.raises(ValueError, match="use .npz or .pt"):

@@ -1,0 +1,142 @@
+"""Tampered and corrupted table files are refused (issue 9, item 10), and a
+table's accuracy is the one its certificate proves (item 5)."""
+
+import math
+
+import numpy as np
+import pytest
+
+import bandsolve as bs
+import reference as ref
+from bandsolve import table
+
+
+@pytest.fixture(scope="module")
+def kl_table():
+    return table.build("kl", 0.05, max_ratio=10)
+
+
+def _arrays(path):
+    with np.load(path) as data:
+        return {k: data[k].copy() for k in data.files}
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".pt"])
+def test_regression_tampered_coefficient_fails_the_checksum(kl_table, tmp_path, suffix):
+    if suffix == ".pt":
+        torch = pytest.importorskip("torch")
+    path = table.save(kl_table, tmp_path / f"kl{suffix}")
+    assert table.load(path).delta == 0.05
+    if suffix == ".npz":
+        arrays = _arrays(path)
+        arrays["lower_coefficients"][123, 2] *= 1 + 1e-9
+        np.savez(path, **arrays)
+    else:
+        raw = torch.load(path, weights_only=True)
+        raw["lower_coefficients"][123, 2] *= 1 + 1e-9
+        torch.save(raw, path)
+    with pytest.raises(table.TableIntegrityError, match="modified or corrupted"):
+        table.load(path)
+    with pytest.raises(table.TableIntegrityError):  # verify=False skips the solver, not this
+        table.load(path, verify=False)
+
+
+def test_regression_tampered_file_with_a_recomputed_checksum_fails_verify(kl_table, tmp_path):
+    """An attacker-consistent file: the coefficients changed and the checksum
+    recomputed to match. Only the check against the solver can see it."""
+    path = table.save(kl_table, tmp_path / "kl.npz")
+    arrays = _arrays(path)
+    arrays["upper_coefficients"][5000, 0] += 1e-6  # one interval of 37,888
+    arrays["checksum"] = np.array(table.checksum(arrays))
+    np.savez(path, **arrays)
+    with pytest.raises(table.TableIntegrityError, match="from the solver"):
+        table.load(path)
+    assert table.load(path, verify=False).delta == 0.05  # the caller's explicit choice
+
+
+def test_corrupted_threshold_is_caught(kl_table, tmp_path):
+    tv = table.build("tv", 0.05)
+    path = table.save(tv, tmp_path / "tv.npz")
+    arrays = _arrays(path)
+    arrays["upper_threshold"] = np.array(float(arrays["upper_threshold"]) + 0.5)
+    np.savez(path, **arrays)
+    with pytest.raises(table.TableIntegrityError, match="checksum"):
+        table.load(path)
+    arrays["checksum"] = np.array(table.checksum(arrays))
+    np.savez(path, **arrays)
+    with pytest.raises(table.TableIntegrityError, match="solver"):
+        table.load(path)
+
+
+def test_version_1_files_are_refused_with_the_fix(kl_table, tmp_path):
+    path = table.save(kl_table, tmp_path / "kl.npz")
+    arrays = _arrays(path)
+    arrays["format_version"] = np.array(1)
+    del arrays["checksum"]
+    np.savez(path, **arrays)
+    with pytest.raises(ValueError, match="version 1 .*bandsolve export"):
+        table.load(path)
+
+
+def test_user_divergence_table_needs_the_divergence_to_verify(tmp_path):
+    mine = bs.Divergence.from_generator("mine", lambda u: (u - 1.0) ** 2)
+    path = table.save(table.build(mine, 0.05), tmp_path / "mine.npz")
+    with pytest.raises(ValueError, match="pass divergence="):
+        table.load(path)
+    assert table.load(path, divergence=mine).divergence == "mine"
+    assert table.load(path, verify=False).divergence == "mine"
+
+
+def test_torch_band_table_load_verifies(kl_table, tmp_path):
+    pytest.importorskip("torch")
+    import bandsolve.torch as bt
+
+    path = table.save(kl_table, tmp_path / "kl.pt")
+    assert bt.BandTable.load(path).delta == 0.05
+    arrays = _arrays(table.save(kl_table, tmp_path / "kl.npz"))
+    arrays["delta"] = np.array(0.06)  # claims another radius
+    arrays["checksum"] = np.array(table.checksum(arrays))
+    np.savez(tmp_path / "kl.npz", **arrays)
+    with pytest.raises(table.TableIntegrityError):
+        bt.BandTable.load(tmp_path / "kl.npz")
+
+
+# --- item 5: one claim per path, the one the certificate proves ------------------------
+def _within_certificate(data, got, truth):
+    allowed = np.maximum(data.rtol * np.minimum(truth, np.abs(truth - 1.0)),
+                         (data.atol + 8 * ref.EPS) * np.maximum(truth, 1.0))
+    return np.abs(got - truth) <= allowed
+
+
+def test_regression_kl_delta_1e_6_table_lower_bound_within_certificate():
+    """The README claimed max(1e-10 min(r, |r-1|), 64 eps max(r, 1)) for float64
+    tables; at kl, delta = 1e-6, log p = -16.2 the lower bound is 7.3e-14 off,
+    inside the certificate's 1e-12 max(r, 1) but not that claim."""
+    data = table.build("kl", 1e-6)
+    lower, upper = table.evaluate_numpy(data, np.array([-16.2]))
+    truth = float(ref.bound("kl", -16.2, 1e-6, "lower", from_logp=True)[0])
+    assert _within_certificate(data, lower, np.array([truth])).all()
+    assert data.rtol == 0.0  # the certificate needs only its absolute term here
+
+
+@pytest.mark.parametrize("delta", [1e-6, 1e-4, 1e-2, 0.05, 1.0, 10.0])
+@pytest.mark.parametrize("name", ["kl", "rkl", "tv", "chi2", "hellinger", "js", "alpha:0.5",
+                                  "alpha:2", "alpha:-1"])
+def test_float64_table_is_within_its_certificate_across_delta(name, delta):
+    data = table.build(name, delta)
+    rng = np.random.default_rng(11)
+    z = np.concatenate([rng.uniform(-690, 690, 20_000), rng.normal(0, 3, 20_000)])
+    for side in (data.upper, data.lower):
+        if math.isfinite(side.threshold):
+            z = np.concatenate([z, side.threshold + rng.normal(0, 1e-3, 4_000)])
+    logp = -np.logaddexp(0.0, -z)
+    got = table.evaluate_numpy(data, logp)
+    core = bs.band_from_logp(logp, delta, name)
+    for g, r in zip(got, core):
+        finite = np.isfinite(r)
+        assert _within_certificate(data, g[finite], r[finite]).all(), name
+    # and at a few points against mpmath itself
+    for x in logp[:: logp.size // 8]:
+        for side, g in zip(("lower", "upper"), table.evaluate_numpy(data, np.array([x]))):
+            truth = float(ref.bound(name, float(x), delta, side, from_logp=True)[0])
+            assert _within_certificate(data, g, np.array([truth])).all(), (name, x, side)
