@@ -6,11 +6,14 @@ Further subcommands register themselves in ``_SUBCOMMANDS`` below.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 import numpy as np
 
 PPO_EPS = 0.2
+# a negative number, exponent forms included (-1e-5, -.5e3), for argparse
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
 
 
 def _bounds_table(args) -> str:
@@ -43,6 +46,8 @@ def _add_bounds(sub):
     parser = sub.add_parser("bounds", help="print the band for some probabilities",
                             description="Print ratio bounds and the allowed change in "
                                         "probability, beside PPO's clip.")
+    # argparse takes "-1e-5" for an option; log-probabilities are written so
+    parser._negative_number_matcher = _NEGATIVE_NUMBER
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument("--p", type=float, nargs="+", help="old probabilities in [0, 1]")
     group.add_argument("--logp", type=float, nargs="+", help="old log-probabilities <= 0")
@@ -118,9 +123,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from .api import BandSolveError
+
     try:
         result = args.run(args)
-    except (ValueError, TypeError) as exc:
+    except (ValueError, TypeError, BandSolveError, OSError, ImportError) as exc:
         print(f"bandsolve: error: {exc}", file=sys.stderr)
         return 2
     return int(result or 0)

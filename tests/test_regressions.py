@@ -194,3 +194,30 @@ def test_reference_is_exact_where_p_and_delta_are_both_tiny():
     (u2 = 1 - 1e-300 rounds to 1 at 60 digits): tv's band is 1 + delta/p."""
     assert float(ref.bound("tv", 1e-300, 1e-300, "upper")[0]) == 2.0
     assert float(ref.bound("tv", 1e-300, 1e-300, "lower")[0]) == 0.0
+
+
+# --- found by the outside review of this change ------------------------------------------
+@pytest.mark.parametrize("x, from_logp", [(1e-310, False), (-5e-324, True), (-1e-315, True)])
+def test_regression_alpha_below_minus_one_at_the_float64_edges_does_not_raise(x, from_logp):
+    """alpha:-2 at p = 1e-310 (and p = 1 - 5e-324 from log p) raised
+    'overflows float64' at delta = 0.05: u2^a overflows at u2 ~ 1e-155, where
+    the bound is already within 4 eps of its value."""
+    fn = bs.band_from_logp if from_logp else bs.band
+    lower, upper = fn(x, 0.05, "alpha:-2")
+    for side, value in (("lower", float(lower)), ("upper", float(upper))):
+        truth = ref.bound("alpha:-2", x, 0.05, side, from_logp=from_logp)[0]
+        assert ref.error_ratio(value, truth) <= 1.0, (side, value, truth)
+
+
+def test_regression_cli_reads_negative_log_probabilities_in_exponent_form(capsys):
+    from bandsolve.cli import main
+
+    assert main(["bounds", "--logp", "-1e-5", "0", "-1e-320", "-800"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3 + 4
+
+
+def test_regression_cli_reports_solver_errors_without_a_traceback(capsys):
+    from bandsolve.cli import main
+
+    assert main(["bounds", "--p", "1e-300", "--delta", "1e300", "--divergence", "alpha:3"]) == 2
+    assert "bandsolve: error:" in capsys.readouterr().err

@@ -42,9 +42,11 @@ INTERIOR, SATURATED, FAILED, OVERFLOW = 0, 1, 2, 3
 #: What _ratio_bounds writes for an OVERFLOW bound (bounds are never negative);
 #: FAILED bounds are NaN. The public wrapper raises for both.
 OVERFLOW_MARK = -1.0
-# Below this u2, an overflow of b f(u2) only means u2 is smaller still: the
-# bound is then exact to far below its tolerance, and the point is no overflow.
-_OVERFLOW_U2 = 1e-290
+# Below this u2, an overflow of b f(u2) only means u2 is smaller still (alpha
+# with a < -1 at p ~ 1e-310 overflows u2^a at u2 ~ 1e-155): the true u2 lies in
+# [0, 1e-16], so the lower bound (u2) is within 4 eps absolute and the upper
+# margin b (1 - u2) within 1e-16 relative, inside their tolerances either way.
+_OVERFLOW_U2 = 1e-16
 
 # Newton needs a handful of steps; a bracket of width 2245 halves to float
 # resolution in about 60 bisections, so 200 leaves room for both.
