@@ -16,6 +16,17 @@ def kl_table():
     return table.build("kl", 0.05, max_ratio=10)
 
 
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+def _torch_or_none():
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def _arrays(path):
     with np.load(path) as data:
         return {k: data[k].copy() for k in data.files}
@@ -49,7 +60,8 @@ def test_regression_tampered_file_with_a_recomputed_checksum_fails_verify(kl_tab
     arrays["upper_coefficients"][5000, 0] += 1e-6  # one interval of 37,888
     arrays["checksum"] = np.array(table.checksum(arrays))
     np.savez(path, **arrays)
-    with pytest.raises(table.TableIntegrityError, match="from the solver"):
+    with pytest.raises(table.TableIntegrityError,
+                       match=r"upper bound .*interval 5000 of the upper table.* from the solver"):
         table.load(path)
     assert table.load(path, verify=False).delta == 0.05  # the caller's explicit choice
 
@@ -123,18 +135,40 @@ def test_regression_kl_delta_1e_6_table_lower_bound_within_certificate():
 @pytest.mark.parametrize("name", ["kl", "rkl", "tv", "chi2", "hellinger", "js", "alpha:0.5",
                                   "alpha:2", "alpha:-1"])
 def test_float64_table_is_within_its_certificate_across_delta(name, delta):
+    """numpy and torch float64 within the certificate; torch float32 within
+    max(1e-5 min(r, |r-1|), 16 eps32 max(r, 1)) for log p >= -80."""
     data = table.build(name, delta)
     rng = np.random.default_rng(11)
     z = np.concatenate([rng.uniform(-690, 690, 20_000), rng.normal(0, 3, 20_000)])
     for side in (data.upper, data.lower):
         if math.isfinite(side.threshold):
-            z = np.concatenate([z, side.threshold + rng.normal(0, 1e-3, 4_000)])
-    logp = -np.logaddexp(0.0, -z)
-    got = table.evaluate_numpy(data, logp)
+            offset = 10.0 ** rng.uniform(-14, 1, 2_000)
+            z = np.concatenate([z, side.threshold + rng.normal(0, 1e-3, 4_000),
+                                side.threshold + offset, side.threshold - offset])
+    logp = np.concatenate([-np.logaddexp(0.0, -z), [0.0, -np.inf]])
     core = bs.band_from_logp(logp, delta, name)
-    for g, r in zip(got, core):
-        finite = np.isfinite(r)
-        assert _within_certificate(data, g[finite], r[finite]).all(), name
+    results = {"numpy": table.evaluate_numpy(data, logp)}
+    torch = _torch_or_none()
+    if torch is not None:
+        import bandsolve.torch as bt
+
+        device_table = bt.BandTable(data)
+        results["torch"] = [t.numpy() for t in device_table(torch.tensor(logp))]
+    for where, got in results.items():
+        for g, r in zip(got, core):
+            finite = np.isfinite(r)
+            assert np.array_equal(g[~finite], r[~finite]), (name, where)
+            assert _within_certificate(data, g[finite], r[finite]).all(), (name, where)
+    if torch is not None:
+        x = torch.tensor(logp[logp >= -80.0], dtype=torch.float32)
+        core32 = bs.band_from_logp(x.double().numpy(), delta, name)
+        for g, r in zip(device_table(x), core32):
+            g = g.double().numpy()
+            r32 = r[np.isfinite(r) & (r < 3.4e38)]
+            g32 = g[np.isfinite(r) & (r < 3.4e38)]
+            allowed = np.maximum(1e-5 * np.minimum(r32, np.abs(r32 - 1.0)),
+                                 16 * EPS32 * np.maximum(r32, 1.0))
+            assert np.all(np.abs(g32 - r32) <= allowed), (name, "float32")
     # and at a few points against mpmath itself
     for x in logp[:: logp.size // 8]:
         for side, g in zip(("lower", "upper"), table.evaluate_numpy(data, np.array([x]))):

@@ -88,13 +88,16 @@ class BandTable:
     float64 input and float32 otherwise, without gradient. Accuracy, one
     claim per compute dtype:
 
-    * float64: the table's certificate (``bandsolve.table``),
-      |r - r_true| <= max(rtol min(r, |r-1|), atol max(r, 1)) with
-      atol = 1e-12 and, for the built-in divergences at delta from 1e-6 to
-      10, rtol = 0; plus 8 eps max(r, 1) of evaluation rounding (tested
-      across delta at random points, not only the certificate's own);
-    * float32: max(1e-5 min(r, |r-1|), 16 eps32 max(r, 1)) against the
-      float64 bound at the same input, for log p >= -80.
+    * float64 (any device): the table's certificate (``bandsolve.table``),
+      |r - r64| <= max(rtol min(r, |r-1|), atol max(r, 1)) + 8 eps max(r, 1)
+      against the float64 root finder r64 (``bandsolve.band_from_logp``) at
+      the same input, with the table's stored ``rtol`` / ``atol``: atol =
+      1e-12 and, for the built-in divergences at delta from 1e-6 to 10,
+      rtol = 0. Against the exact bound add the root finder's own
+      max(1e-12 min(r, |r-1|), 4 eps max(r, 1));
+    * float32 (and half): |r - r64| <= max(1e-5 min(r, |r-1|), 16 eps32
+      max(r, 1)) against the float64 root finder at the same (float32) input,
+      for log p >= -80.
 
     ``validate=True`` (the default) checks the input and raises
     ``ValueError`` for NaN, +inf, log p > 0 (or p outside [0, 1]), and
@@ -345,9 +348,11 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence="kl", *,
     16 eps32 max(r, 1)) against the float64 numpy core at the same input.
     float64 on the CPU: the numpy core itself (``bandsolve.band_from_logp``
     on the tensor's memory), with its accuracy. float64 on another device:
-    the certified table, |r - r64| <= 1e-12 max(r, 1) for the built-in
-    divergences (tested to max(1e-10 min(r, |r-1|), 64 eps64 max(r, 1))):
-    close to, not equal to, the numpy core's 1e-12 / 4 eps.
+    the certified table, |r - r64| <= max(rtol min(r, |r-1|), atol max(r, 1))
+    + 8 eps max(r, 1) with the table's certificate (rtol = 0, atol = 1e-12
+    for the built-in divergences at delta from 1e-6 to 10): up to
+    1e-12 max(r, 1), looser than the numpy core's own 1e-12 min(r, |r-1|) /
+    4 eps max(r, 1) where r is small.
 
     Raises
     ------
