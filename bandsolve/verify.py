@@ -40,8 +40,11 @@ VOCAB_SIZES = (2, 10, 50, 200, 1000)
 #: and chi2's square far in the tail (p = 1e-6, delta = 1, where the ratio
 #: reaches 1e3 on a weight of 1e-6) to 3e-3: the solver's limits, not the
 #: fast backend's, which mpmath checks to 1e-12.
+# hellinger: 1.85e-6 on the full-vocabulary program (200 tokens, p = 1.6e-6,
+# delta = 0.05) with cvxpy 1.9.3 / Clarabel 0.11, where earlier releases
+# reached 1.4e-7; the fast closed form there agrees with mpmath to 1e-12
 TOLERANCES = {"kl": 1e-7, "rkl": 1e-6, "tv": 1e-6, "chi2": 1e-2, "neyman_chi2": 1e-3,
-              "hellinger": 1e-6, "js": 1e-7, "alpha:0.5": 1e-5, "alpha:2": 5e-2,
+              "hellinger": 3e-6, "js": 1e-7, "alpha:0.5": 1e-5, "alpha:2": 5e-2,
               "alpha:-1": 1e-3}
 DEFAULT_TOLERANCE = 1e-6
 
