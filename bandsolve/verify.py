@@ -1,18 +1,28 @@
-"""``bandsolve verify``: the fast backend against the convex programs.
+"""``bandsolve verify``: the fast backend against certified convex programs.
 
 Sweeps divergences x p (log-spaced, and close to 0 and 1) x delta, comparing
 :func:`bandsolve.band` with :func:`bandsolve.convex.band`, and runs
 :func:`bandsolve.convex.simplex_band` on random vocabularies (peaked and
-near-uniform, up to 1,000 tokens). The discrepancy of a bound r is
+near-uniform, up to 1,000 tokens). Every convex bound comes with an exact
+certificate (:mod:`bandsolve.certificate`): an interval, proved at 50
+digits, that contains the true bound.
 
-    |r_convex - r_fast| / max(|r_fast - 1|, 1e-12),
+A bound passes when
 
-the error relative to the margin r - 1 (absolute near r = 0). Each divergence
-has a stated tolerance (``TOLERANCES``): what the convex path reaches,
-measured on this sweep with headroom. The fast backend is far more accurate
-(1e-12, against mpmath), so a breach means a bug in one of them, and the
-command exits 1. A program that no rung of the solver ladder certifies as
-optimal is listed as unverified (the convex path's limit, not a discrepancy).
+* the fast value lies in the convex bound's certified interval, widened by
+  1e-12 min(r, |r - 1|) (or the rounding of r, 4 eps max(r, 1));
+* the interval's width is at most the divergence's tolerance
+  (``TOLERANCES``; for the full-vocabulary programs
+  ``vocabulary_tolerance``), in units of min(r, |r - 1|);
+* the discrepancy ``|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300)``
+  is at most that tolerance too;
+* the KKT residuals of the solver's answer are under
+  ``certificate.KKT_TOLERANCE``.
+
+The floor 1e-300 applies only where r is 0 (saturation) or below the
+float64 range. A breach means a bug in one of the backends, and the command
+exits 1. A program that no rung of the solver ladder solves is listed as
+unverified (the convex path's limit, not a discrepancy).
 """
 
 from __future__ import annotations
@@ -25,55 +35,113 @@ import time
 import numpy as np
 from tqdm import tqdm
 
-from . import api, convex
+from . import api, certificate, convex
 
 DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
                "alpha:0.5", "alpha:2", "alpha:-1")
 P_SWEEP = tuple(np.r_[np.logspace(-6, np.log10(0.5), 10), 1 - np.logspace(-6, -1, 5), 1.0])
 DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)
+DEFAULT_OUT = "bandsolve-output"
 
-#: The convex path's accuracy (relative to the margin), as measured on the
-#: default sweep with the solver ladder of ``convex.SOLVER_LADDER``, rounded
-#: up with headroom. Exponential and second-order cones verify to 1e-7..1e-6;
-#: power cones (alpha with a > 1 or a < 0, neyman_chi2's 1/w) to 1e-4..1e-2,
-#: and chi2's square far in the tail (p = 1e-6, delta = 1, where the ratio
-#: reaches 1e3 on a weight of 1e-6) to 3e-3: the solver's limits, not the
-#: fast backend's, which mpmath checks to 1e-12.
-# hellinger: 1.85e-6 on the full-vocabulary program (200 tokens, p = 1.6e-6,
-# delta = 0.05) with cvxpy 1.9.3 / Clarabel 0.11, where earlier releases
-# reached 1.4e-7; the fast closed form there agrees with mpmath to 1e-12
-TOLERANCES = {"kl": 1e-7, "rkl": 1e-6, "tv": 1e-6, "chi2": 1e-2, "neyman_chi2": 1e-3,
-              "hellinger": 3e-6, "js": 1e-7, "alpha:0.5": 1e-5, "alpha:2": 5e-2,
-              "alpha:-1": 1e-3}
-DEFAULT_TOLERANCE = 1e-6
+#: The certified accuracy of the convex path, in units of min(r, |r - 1|):
+#: the largest certified width (and discrepancy) measured on the default
+#: sweep with ``convex.SOLVER_LADDER``, rounded up with 3x to 10x headroom.
+#: Measured: 3e-9 (1e-9 for kl, tv) on the binary programs, 1e-8 for chi2
+#: and alpha:0.5; the vocabulary programs up to 3e-8 (alpha:2).
+TOLERANCES = {"kl": 1e-8, "rkl": 3e-8, "tv": 1e-8, "chi2": 1e-7, "neyman_chi2": 3e-8,
+              "hellinger": 3e-8, "js": 3e-8, "alpha:0.5": 1e-7, "alpha:2": 3e-7,
+              "alpha:-1": 3e-8}
+DEFAULT_TOLERANCE = 1e-7
+#: The full-vocabulary programs' tolerance, same units: 10x the binary one,
+#: and at least 1e-6. Measured worst: 3.2e-7 certified width, kl's lower
+#: bound 3.8e-5 on a near-uniform vocabulary of 1,000 tokens (Clarabel ends
+#: 'optimal' only at 1e-9 tolerances there).
+VOCABULARY_FACTOR, VOCABULARY_FLOOR = 10.0, 1e-6
+#: where the certificate must place the fast value: within this (times
+#: min(r, |r - 1|)) of its interval, the fast backend's own accuracy
+FAST_SLACK = 1e-12
+
+
+def tolerance(name: str) -> float:
+    """The binary programs' tolerance for a divergence name."""
+    return TOLERANCES.get(name, DEFAULT_TOLERANCE)
+
+
+def vocabulary_tolerance(name: str) -> float:
+    """The full-vocabulary programs' tolerance for a divergence name."""
+    return max(VOCABULARY_FACTOR * tolerance(name), VOCABULARY_FLOOR)
 
 
 def discrepancy(convex_value, fast_value):
+    """|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300), elementwise;
+    0 where both are inf, inf where only one is."""
     fast = np.asarray(fast_value, dtype=float)
     conv = np.asarray(convex_value, dtype=float)
-    both_inf = np.isinf(fast) & np.isinf(conv)
-    err = np.abs(conv - fast) / np.maximum(np.abs(fast - 1.0), 1e-12)
-    return np.where(both_inf, 0.0, err)
+    scale = np.maximum(np.minimum(fast, np.abs(fast - 1.0)), certificate.MEASURE_FLOOR)
+    with np.errstate(invalid="ignore"):
+        err = np.abs(conv - fast) / scale
+    return np.where(np.isinf(fast) & np.isinf(conv), 0.0,
+                    np.where(np.isinf(fast) | np.isinf(conv), np.inf, err))
 
 
 @dataclasses.dataclass
 class Row:
+    """One divergence's results; ``*_where`` name the worst case."""
+
     divergence: str
     tolerance: float
+    vocabulary_tolerance: float
     band_max: float = 0.0
     band_where: str = ""
     simplex_max: float = 0.0
     simplex_where: str = ""
+    width_max: float = 0.0
+    width_where: str = ""
+    simplex_width_max: float = 0.0
+    simplex_width_where: str = ""
+    kkt_max: float = 0.0
+    kkt_where: str = ""
+    bounds: int = 0
+    outside: int = 0  # fast values outside their certified interval
+    uncertified: int = 0  # convex bounds without a certificate
     solves: int = 0
     solver_seconds: float = 0.0
     failures: list = dataclasses.field(default_factory=list)
+    breaches: list = dataclasses.field(default_factory=list)
 
     @property
     def passed(self) -> bool:
-        """Within tolerance; programs the solvers could not certify are
-        reported (``failures``) but are no discrepancy."""
-        return max(self.band_max, self.simplex_max) <= self.tolerance
+        """Every bound certified, within tolerance and inside its interval;
+        programs the solvers could not solve are reported (``failures``) but
+        are no discrepancy."""
+        return (max(self.band_max, self.width_max) <= self.tolerance
+                and max(self.simplex_max, self.simplex_width_max) <= self.vocabulary_tolerance
+                and self.kkt_max <= certificate.KKT_TOLERANCE
+                and self.outside == 0 and self.uncertified == 0)
+
+    def record(self, kind: str, where: str, cert, convex_value, fast_value, kkt=()) -> None:
+        err = float(discrepancy(convex_value, fast_value))
+        if kind == "band" and err > self.band_max:
+            self.band_max, self.band_where = err, where
+        if kind == "simplex" and err > self.simplex_max:
+            self.simplex_max, self.simplex_where = err, where
+        self.bounds += 1
+        if not cert.certified:
+            self.uncertified += 1
+            self.breaches.append(f"{where}: {cert.reason}")
+            return
+        if kind == "band" and cert.width > self.width_max:
+            self.width_max, self.width_where = cert.width, where
+        if kind == "simplex" and cert.width > self.simplex_width_max:
+            self.simplex_width_max, self.simplex_width_where = cert.width, where
+        residuals = [max(k) for k in (cert.kkt, *kkt) if k is not None]
+        if residuals and max(residuals) > self.kkt_max:
+            self.kkt_max, self.kkt_where = max(residuals), where
+        if not cert.contains(fast_value, FAST_SLACK):
+            self.outside += 1
+            lo, hi = cert.bounds
+            self.breaches.append(f"{where}: fast {float(fast_value)!r} outside [{lo!r}, {hi!r}]")
 
 
 def _vocabularies(rng, sizes):
@@ -92,47 +160,45 @@ def _vocabularies(rng, sizes):
 
 def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOCAB_SIZES,
         seed=0, progress=True):
+    """Run the sweep; returns one :class:`Row` per divergence."""
     rng = np.random.default_rng(seed)
     vocab = list(_vocabularies(rng, sizes))
+    p_grid, d_grid = (a.ravel() for a in np.meshgrid(np.asarray(p_values, dtype=float),
+                                                     np.asarray(deltas, dtype=float)))
+    vocab_deltas = [float(rng.choice(deltas)) for _ in vocab]
     rows = []
-    total = len(divergences) * (len(p_values) * len(deltas) + len(vocab))
+    total = len(divergences) * (p_grid.size + len(vocab))
     bar = tqdm(total=total, desc="verify", unit="program", disable=not progress)
     for name in divergences:
-        row = Row(name, TOLERANCES.get(name, DEFAULT_TOLERANCE))
-        for d in deltas:
-            for p in p_values:
-                try:
-                    res = convex.band(p, d, name)
-                except convex.ConvexSolveError as exc:
-                    row.failures.append(str(exc))
-                    bar.update(1)
-                    continue
-                lo, hi = api.band(p, d, name)
-                row.solver_seconds += res.solve_seconds
-                row.solves += 2
-                for side, c, f in (("lower", res.lower, lo), ("upper", res.upper, hi)):
-                    err = float(discrepancy(c, f))
-                    if err > row.band_max:
-                        row.band_max = err
-                        row.band_where = f"{side}, p={p:.6g}, delta={d:g}"
-                bar.update(1)
-        for pi, index, kind in vocab:
-            d = float(rng.choice(deltas))
+        row = Row(name, tolerance(name), vocabulary_tolerance(name))
+        # one call: each program compiles once for the whole grid
+        res = convex.band(p_grid, d_grid, name, on_failure="nan")
+        lo, hi = api.band(p_grid, d_grid, name)
+        row.failures.extend(res.failures)
+        row.solver_seconds += res.solve_seconds
+        row.solves += res.solves
+        for i, (p, d) in enumerate(zip(p_grid, d_grid)):
+            for side, conv, fast, certs in (("lower", res.lower, lo, res.lower_certificate),
+                                            ("upper", res.upper, hi, res.upper_certificate)):
+                if certs[i] is not None:
+                    row.record("band", f"{side}, p={p:.6g}, delta={d:g}", certs[i],
+                               conv[i], fast[i])
+        bar.update(p_grid.size)
+        for (pi, index, kind), d in zip(vocab, vocab_deltas):
             try:
                 res = convex.simplex_band(pi, index, d, name)
             except convex.ConvexSolveError as exc:
                 row.failures.append(str(exc))
                 bar.update(1)
                 continue
-            lo, hi = api.band(pi[index], d, name)
+            lo_v, hi_v = api.band(pi[index], d, name)
             row.solver_seconds += res.solve_seconds
-            row.solves += 2
-            for side, c, f in (("lower", res.lower, lo), ("upper", res.upper, hi)):
-                err = float(discrepancy(c, f))
-                if err > row.simplex_max:
-                    row.simplex_max = err
-                    row.simplex_where = (f"{side}, n={pi.size} {kind}, "
-                                         f"p={pi[index]:.4g}, delta={d:g}")
+            row.solves += res.solves
+            for side, conv, fast, cert, kkt in (
+                    ("lower", res.lower, lo_v, res.lower_certificate, res.vocabulary_kkt[0]),
+                    ("upper", res.upper, hi_v, res.upper_certificate, res.vocabulary_kkt[1])):
+                row.record("simplex", f"{side}, n={pi.size} {kind}, p={pi[index]:.4g}, "
+                                      f"delta={d:g}", cert.item(), conv, fast, (kkt,))
             bar.update(1)
         rows.append(row)
     bar.close()
@@ -140,16 +206,24 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
 
 
 def markdown(rows) -> str:
-    lines = ["| divergence | tolerance | 1-d program: max discrepancy | where | "
-             "full vocabulary: max discrepancy | where | solves | solver s | result |",
-             "|---|---:|---:|---|---:|---|---:|---:|---|"]
+    """The per-divergence table, in units of min(r, |r - 1|)."""
+    lines = ["| divergence | 1-d: tolerance | max discrepancy | max certified width | where | "
+             "full vocabulary: tolerance | max discrepancy | max certified width | where | "
+             "fast inside certified interval | max KKT residual | solves | solver s | result |",
+             "|---|---:|---:|---:|---|---:|---:|---:|---|---:|---:|---:|---:|---|"]
     for r in rows:
         verdict = "pass" if r.passed else "FAIL"
         if r.failures:
             verdict += f" ({len(r.failures)} unverified)"
-        lines.append(f"| `{r.divergence}` | {r.tolerance:.0e} | {r.band_max:.2e} | {r.band_where} "
-                     f"| {r.simplex_max:.2e} | {r.simplex_where} | {r.solves} | "
-                     f"{r.solver_seconds:.1f} | {verdict} |")
+        inside = f"{r.bounds - r.outside - r.uncertified}/{r.bounds}"
+        worst_1d = r.width_where if r.width_max >= r.band_max else r.band_where
+        worst_vocab = (r.simplex_width_where if r.simplex_width_max >= r.simplex_max
+                       else r.simplex_where)
+        lines.append(f"| `{r.divergence}` | {r.tolerance:.0e} | {r.band_max:.1e} "
+                     f"| {r.width_max:.1e} | {worst_1d} | {r.vocabulary_tolerance:.0e} "
+                     f"| {r.simplex_max:.1e} | {r.simplex_width_max:.1e} | {worst_vocab} "
+                     f"| {inside} | {r.kkt_max:.0e} | {r.solves} | {r.solver_seconds:.1f} "
+                     f"| {verdict} |")
     return "\n".join(lines)
 
 
@@ -159,36 +233,43 @@ def main(args) -> int:
     table = markdown(rows)
     print(table)
     for r in rows:
-        for failure in r.failures[:3]:
-            print(f"  unverified: {failure}")
+        for line in (r.breaches[:3] + [f"unverified: {f}" for f in r.failures[:3]]):
+            print(f"  {r.divergence}: {line}")
     elapsed = time.perf_counter() - start
     ok = all(r.passed for r in rows)
     unverified = sum(len(r.failures) for r in rows)
     print(f"\n{'PASS' if ok else 'FAIL'}: {len(rows)} divergences, "
-          f"{sum(r.solves for r in rows)} convex programs ({unverified} unverified), "
+          f"{sum(r.bounds for r in rows)} certified bounds, "
+          f"{sum(r.solves for r in rows)} convex solves ({unverified} programs unverified), "
           f"{elapsed:.0f} s")
     if args.out:
         os.makedirs(args.out, exist_ok=True)
-        header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs "
-                  "(`bandsolve verify`). Discrepancy: |r_convex - r_fast| / max(|r_fast - 1|, "
-                  f"1e-12).\n\nSweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
+        header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
+                  "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
+                  "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
+                  "|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300); certified width "
+                  "(hi - lo) of the interval proved to hold the true bound. A divergence passes "
+                  "when every fast bound lies in its certified interval, and widths and "
+                  "discrepancies stay within its tolerance.\n\n"
+                  f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
                   f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
                   f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
         with open(os.path.join(args.out, "verify.md"), "w") as fh:
             fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {elapsed:.0f} s\n")
         with open(os.path.join(args.out, "verify.json"), "w") as fh:
             json.dump({"passed": ok, "seconds": elapsed,
+                       "kkt_tolerance": certificate.KKT_TOLERANCE,
                        "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},
                       fh, indent=2, default=float)
+        print(f"wrote {os.path.join(args.out, 'verify.md')} and verify.json")
     return 0 if ok else 1
 
 
 def add_subcommand(sub) -> None:
-    parser = sub.add_parser("verify", help="check the fast bounds against convex programs",
-                            description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="figures",
-                        help="folder for verify.md and verify.json ('' for none)")
+    parser = sub.add_parser("verify", help="check the fast bounds against certified convex "
+                                           "programs", description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help="folder for verify.md and verify.json, created if missing "
+                             f"(default: ./{DEFAULT_OUT} in the current directory; '' for none)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.set_defaults(run=main)
-
-

@@ -30,3 +30,32 @@ def test_console_script_runs():
     done = subprocess.run([sys.executable, "-m", "bandsolve", "bounds", "--p", "0.08"],
                           capture_output=True, text=True, check=True)
     assert "0.112844" in done.stdout
+
+
+def _tiny_sweep(monkeypatch):
+    from bandsolve import verify
+
+    monkeypatch.setattr(verify, "run", lambda progress=True: verify.__dict__["_run_full"](
+        divergences=("kl",), p_values=(0.3,), deltas=(0.05,), sizes=(2,), progress=False))
+
+
+def test_verify_writes_to_out(tmp_path, monkeypatch):
+    from bandsolve import verify
+
+    monkeypatch.setitem(verify.__dict__, "_run_full", verify.run)
+    _tiny_sweep(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "--quiet", "--out", str(tmp_path / "elsewhere")]) == 0
+    assert (tmp_path / "elsewhere" / "verify.md").exists()
+    assert not (tmp_path / "bandsolve-output").exists()
+
+
+def test_verify_writes_to_bandsolve_output_by_default(tmp_path, monkeypatch):
+    from bandsolve import verify
+
+    monkeypatch.setitem(verify.__dict__, "_run_full", verify.run)
+    _tiny_sweep(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    assert main(["verify", "--quiet"]) == 0
+    text = (tmp_path / "bandsolve-output" / "verify.md").read_text()
+    assert "certified interval" in text and "| `kl` |" in text

@@ -15,8 +15,8 @@ from bandsolve import convex, verify
 NAMES = verify.DIVERGENCES
 
 
-def _assert_agrees(name, convex_values, fast_values, scale=1.0):
-    tol = scale * verify.TOLERANCES[name]
+def _assert_agrees(name, convex_values, fast_values, vocabulary=False):
+    tol = verify.vocabulary_tolerance(name) if vocabulary else verify.tolerance(name)
     err = verify.discrepancy(convex_values, fast_values)
     assert np.all(err <= tol), (name, float(np.max(err)), tol)
 
@@ -44,6 +44,9 @@ def test_convex_band_shapes_edges_and_certificates():
     assert res.upper_dual[0, 1] > 1e-3
     assert res.lower[0, 1] == pytest.approx(0.0, abs=1e-7)
     assert abs(res.lower_dual[0, 1]) < 1e-6
+    saturated = res.lower_certificate[0, 1]
+    assert saturated.saturated and saturated.interval == (0, 0) and saturated.width == 0.0
+    assert res.upper_certificate[0, 1].passes(convex.ACCEPT_WIDTH)
     assert res.solve_seconds > 0
 
 
@@ -73,8 +76,7 @@ def test_full_vocabulary_program_reduces_to_the_binary_band(name, n, seed, kind,
     except convex.ConvexSolveError:
         pytest.skip("the solvers could not certify this program (reported by verify)")
     lo, hi = bs.band(pi[index], delta, name)
-    # the vocabulary program has more variables: allow 10x the 1-d tolerance
-    _assert_agrees(name, [res.lower, res.upper], [lo, hi], scale=10.0)
+    _assert_agrees(name, [res.lower, res.upper], [lo, hi], vocabulary=True)
 
 
 def test_full_vocabulary_program_at_1000_tokens():
@@ -82,7 +84,7 @@ def test_full_vocabulary_program_at_1000_tokens():
     index = int(np.argsort(pi)[500])
     res = convex.simplex_band(pi, index, 0.05, "kl")
     lo, hi = bs.band(pi[index], 0.05, "kl")
-    _assert_agrees("kl", [res.lower, res.upper], [lo, hi], scale=10.0)
+    _assert_agrees("kl", [res.lower, res.upper], [lo, hi], vocabulary=True)
 
 
 @pytest.mark.parametrize("call, exc, match", [
@@ -154,4 +156,54 @@ def test_verify_default_sweep_passes(tmp_path):
     assert main(["verify", "--quiet", "--out", str(tmp_path)]) == 0
     report = json.loads((tmp_path / "verify.json").read_text())
     assert report["passed"] and len(report["rows"]) == len(verify.DIVERGENCES)
+    assert all(r["outside"] == 0 and r["uncertified"] == 0 and r["bounds"] > 0
+               for r in report["rows"])
     assert "| `kl` |" in (tmp_path / "verify.md").read_text()
+
+
+def _neyman_lower_mp(p, d):
+    import mpmath as mp
+
+    with mp.workdps(50):
+        p, d = mp.mpf(p), mp.mpf(d)
+        return (2 * p + d - mp.sqrt(d * (d + 4 * p * (1 - p)))) / (2 * p * (1 + d))
+
+
+def test_regression_neyman_lower_bound_near_zero_is_accurate():
+    """Issue 9, item 6: the lower bound 9.998e-5 came out 1.9e-4..2.1e-4."""
+    truth = float(_neyman_lower_mp(1e-5, 0.1))
+    for _ in range(3):
+        lower = float(convex.band(1e-5, 0.1, "neyman_chi2").lower)
+        assert abs(lower - truth) <= 1e-6 * truth
+
+
+@pytest.mark.parametrize("p, d", [(1e-5, 0.01), (1e-6, 1.0), (1e-3, 0.5), (0.3, 0.05)])
+def test_small_lower_bounds_accurate_relative_to_themselves(p, d):
+    import mpmath as mp
+
+    truth = _neyman_lower_mp(p, d)
+    lower = convex.band(p, d, "neyman_chi2").lower
+    assert abs(mp.mpf(float(lower)) - truth) <= 1e-6 * min(truth, 1 - truth)
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("p, d", [(1 - 1e-6, 0.01), (1e-6, 0.05), (0.999, 1.0), (0.05, 0.9)])
+def test_accuracy_in_the_new_measure_across_divergences(name, p, d):
+    """p near 1 (lower margins tiny), tiny p, near saturation: each bound is
+    certified (an interval proved in mpmath) to the divergence's tolerance in
+    units of min(r, |r - 1|), and the mpmath reference lies in it."""
+    import reference as ref
+
+    res = convex.band(p, d, name)
+    for side in ("lower", "upper"):
+        exact, _ = ref.bound(name, p, d, side)
+        cert = getattr(res, side + "_certificate").item()
+        assert cert.certified and cert.width <= verify.TOLERANCES[name], (side, cert)
+        assert cert.contains(float(exact)), (side, float(exact), cert.bounds)
+
+
+def test_discrepancy_measure_handles_zero_inf_and_small_bounds():
+    assert verify.discrepancy(2e-4, 1e-4) == pytest.approx(1.0)
+    assert verify.discrepancy(0.0, 0.0) == 0.0 and verify.discrepancy(np.inf, np.inf) == 0.0
+    assert verify.discrepancy(1e-12, 0.0) > 1e100  # saturation at 0 must be exact
+    assert verify.discrepancy(1.0 + 2e-9, 1.0 + 1e-9) == pytest.approx(1.0, rel=1e-6)
