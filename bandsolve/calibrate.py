@@ -1,0 +1,368 @@
+"""Choosing delta: the band's radius that matches a clip rule a trainer uses today.
+
+PPO and GRPO clip the ratio to [1 - eps_low, 1 + eps_high]. The band has one
+radius delta instead, and the right delta depends on what "the same" should
+mean. :func:`calibrate_delta` solves for delta under one of four targets,
+each a monotone function of delta (the bands are nested: a larger delta gives
+a band that contains the smaller one's, MATH.md "Monotonicity"), so the match
+is unique where it exists and a bracketing root finder (scipy's ``brentq``,
+on log delta) finds it:
+
+``"width"`` (``at_p=``)
+    The band's width upper - lower at one reference probability equals the
+    clip rule's, min(1 + eps_high, 1/p) - (1 - eps_low). Nondecreasing in delta.
+``"mean_change"`` (``logp=``)
+    The mean allowed change of probability over a sample of old
+    log-probabilities, mean p (upper - lower), equals the clip rule's.
+    Nondecreasing in delta.
+``"mean_divergence"`` (``logp=``, ``target="mean_divergence"``)
+    The mean per-token divergence at the bounds, mean over tokens and both
+    sides of g_f(p, bound), equals the clip rule's, the divergence each of
+    its bounds costs. Nondecreasing in delta (it is delta on every side that
+    does not saturate). Heavy-tailed for chi2 and neyman_chi2, where a
+    token of p near 1 costs the clip rule up to p^2/(1 - p): prefer
+    ``"mean_change"`` there. A side where the clip rule costs an infinite
+    divergence is left out of both means and counted in ``excluded``: kl's
+    upper side once 1 + eps_high >= 1/p, where the clip lets the token's
+    probability reach 1 and the other tokens' vanish.
+``"clip_fraction"`` (``logp=`` and ``new_logp=``)
+    The share of tokens whose ratio exp(new_logp - logp) lies outside the
+    band equals ``clip_fraction``, by default the clip rule's own share on the
+    same batch. Nonincreasing in delta, and a step function: the answer is
+    the smallest delta whose share is at most the target plus half a token.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+from . import _validate, api
+from .divergences import get_divergence
+
+__all__ = ["calibrate_delta", "Calibration", "TARGETS", "DELTA_RANGE"]
+
+TARGETS = ("width", "mean_change", "mean_divergence", "clip_fraction")
+#: deltas searched: a match outside this range is reported as unreachable
+DELTA_RANGE = (1e-12, 1e12)
+
+
+class Calibration(NamedTuple):
+    """The delta found, and what it matches.
+
+    ``goal`` is the clip rule's value of the target, ``achieved`` the band's
+    at ``delta`` (equal to ``goal`` to about 1e-12 relative for the smooth
+    targets; within half a token's share for ``clip_fraction``).
+    ``excluded`` counts the (token, side) pairs left out of
+    ``mean_divergence``; 0 for the other targets.
+    """
+
+    delta: float
+    divergence: str
+    target: str
+    goal: float
+    achieved: float
+    excluded: int = 0
+
+
+def _clip_bounds(p: np.ndarray, eps_low: float, eps_high: float):
+    """The clip rule's bounds, the upper one at most 1/p (a probability
+    cannot exceed 1)."""
+    with np.errstate(divide="ignore"):
+        end = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), np.inf)
+    return np.full(p.shape, 1.0 - eps_low), np.minimum(1.0 + eps_high, end)
+
+
+def _upper_costs(p: np.ndarray, upper: np.ndarray, at_end: np.ndarray, div) -> np.ndarray:
+    """g_f(p, upper), taken at the exact simplex end where ``at_end``: the
+    float 1/p can lie an ulp below it, where g is finite but the end's may
+    not be (kl: infinite). One ulp above is read as the end."""
+    return api.binary_divergence(p, np.where(at_end, np.nextafter(upper, np.inf), upper), div)
+
+
+def _check_eps(value, name: str) -> float:
+    eps = float(_validate.as_real_array(value, name))
+    if not 0.0 < eps < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1) (got {eps!r})")
+    return eps
+
+
+def _sample(logp, name: str) -> np.ndarray:
+    arr = _validate.check_log_probability(logp, name).reshape(-1)
+    if arr.size == 0:
+        raise ValueError(f"{name} is empty: calibrate on a sample of at least one token")
+    return arr
+
+
+def calibrate_delta(divergence="kl", *, clip: float = 0.2, clip_high: Optional[float] = None,
+                    at_p: Optional[float] = None, logp=None, new_logp=None,
+                    target: Optional[str] = None, clip_fraction: Optional[float] = None,
+                    max_ratio: Optional[float] = None) -> Calibration:
+    """The delta at which the band matches the clip rule [1 - clip, 1 + clip_high].
+
+    Parameters
+    ----------
+    divergence : str or Divergence
+        As in :func:`bandsolve.band`.
+    clip, clip_high : float
+        The clip rule's eps_low and eps_high, in (0, 1); ``clip_high``
+        defaults to ``clip`` (PPO). Clip-Higher is ``clip=0.2, clip_high=0.28``.
+    at_p : float, optional
+        The reference probability of the ``"width"`` target, in (0, 1).
+    logp : array_like, optional
+        A sample of old log-probabilities, for the other targets.
+    new_logp : array_like, optional
+        New log-probabilities of the same tokens (same shape as ``logp``),
+        for ``"clip_fraction"``.
+    target : str, optional
+        One of ``TARGETS``. By default ``"width"`` with ``at_p``,
+        ``"clip_fraction"`` with ``new_logp``, else ``"mean_change"``.
+    clip_fraction : float, optional
+        The share to match, in [0, 1); by default the clip rule's share on
+        the same batch.
+    max_ratio : float, optional
+        Cap on the band's upper bound, as in :func:`bandsolve.band`.
+
+    Returns
+    -------
+    Calibration
+        The delta (a float in ``DELTA_RANGE``) and the matched values; see
+        the module docstring for each target's definition.
+
+    Raises
+    ------
+    TypeError
+        Non-real inputs, or a divergence that is neither a name nor a Divergence.
+    ValueError
+        An unknown target or divergence, a target without its inputs (or with
+        inputs it does not use), eps outside (0, 1), at_p outside (0, 1),
+        log-probabilities with NaN, +inf or values > 0, an empty sample,
+        shapes that differ, or a goal the band cannot reach for any delta
+        in ``DELTA_RANGE`` (the message gives the reachable range).
+    """
+    div = get_divergence(divergence)
+    step = 0.0  # the jumps of a step-function target (a token's share), else 0
+    eps_low = _check_eps(clip, "clip")
+    eps_high = eps_low if clip_high is None else _check_eps(clip_high, "clip_high")
+    if target is None:
+        target = ("width" if at_p is not None else
+                  "clip_fraction" if new_logp is not None else "mean_change")
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}")
+    if target == "width":
+        if at_p is None or logp is not None or new_logp is not None:
+            raise ValueError("target 'width' takes at_p (and no logp or new_logp)")
+        p = float(_validate.as_real_array(at_p, "at_p"))
+        if not 0.0 < p < 1.0:
+            raise ValueError(f"at_p must lie in (0, 1) (got {p!r})")
+        measure, goal, excluded = _width(p, eps_low, eps_high, div, max_ratio)
+        increasing = True
+    else:
+        if logp is None or at_p is not None:
+            raise ValueError(f"target {target!r} takes logp (and no at_p)")
+        old = _sample(logp, "logp")
+        if target == "clip_fraction":
+            if new_logp is None:
+                raise ValueError("target 'clip_fraction' takes new_logp too")
+            new = _sample(new_logp, "new_logp")
+            if new.shape != old.shape:
+                raise ValueError(f"new_logp must have the shape of logp "
+                                 f"({np.shape(new_logp)} against {np.shape(logp)})")
+            measure, goal = _clip_fraction(old, new, eps_low, eps_high, div, max_ratio,
+                                           clip_fraction)
+            increasing, excluded = False, 0
+            step = 1.0 / old.size
+        else:
+            if new_logp is not None or clip_fraction is not None:
+                raise ValueError(f"target {target!r} does not use new_logp or clip_fraction")
+            make = _mean_change if target == "mean_change" else _mean_divergence
+            measure, goal, excluded = make(np.exp(old), eps_low, eps_high, div, max_ratio)
+            increasing = True
+    delta = _solve(measure, goal, increasing, target, step)
+    return Calibration(delta, div.name, target, float(goal), float(measure(delta)), excluded)
+
+
+def _width(p, eps_low, eps_high, div, max_ratio):
+    lower, upper = _clip_bounds(np.array(p), eps_low, eps_high)
+
+    def width(delta):
+        lo, hi = api.band(p, delta, div, max_ratio=max_ratio)
+        return float(hi - lo)
+
+    return width, float(upper - lower), 0
+
+
+def _mean_change(p, eps_low, eps_high, div, max_ratio):
+    lower, upper = _clip_bounds(p, eps_low, eps_high)
+
+    def change(delta):
+        lo, hi = api.band(p, delta, div, max_ratio=max_ratio)
+        return float(np.mean(p * (hi - lo)))
+
+    return change, float(np.mean(p * (upper - lower))), 0
+
+
+def _mean_divergence(p, eps_low, eps_high, div, max_ratio):
+    inside = p > 0  # p = 0 has no band to speak of: a ratio costs nothing there
+    p = p[inside]
+    if p.size == 0:
+        raise ValueError("logp holds only -inf (p = 0): no token to calibrate on")
+    lower, upper = _clip_bounds(p, eps_low, eps_high)
+    costs = [api.binary_divergence(p, lower, div),
+             _upper_costs(p, upper, p * (1.0 + eps_high) >= 1.0, div)]
+    finite = [np.isfinite(c) for c in costs]
+    counted = int(sum(f.sum() for f in finite))
+    if counted == 0:
+        raise ValueError(f"the clip rule costs an infinite {div.name} divergence on every "
+                         "side of every token: no finite mean to match")
+    goal = sum(float(c[f].sum()) for c, f in zip(costs, finite)) / counted
+
+    ends = (np.zeros_like(p), 1.0 / p)
+    saturated_cost = [api.binary_divergence(p, ends[0], div),
+                      _upper_costs(p, ends[1], np.ones(p.shape, bool), div)]
+    capped_cost = (None if max_ratio is None else
+                   api.binary_divergence(p, np.minimum(max_ratio, 1.0 / p), div))
+
+    def mean_divergence(delta):
+        # each side costs delta, except where it stops short of the root: at
+        # the simplex end (saturation, exact in band) or at max_ratio. Not
+        # g at the computed bound, which near u2 = 0 amplifies its rounding.
+        lower, upper = api.band(p, delta, div, max_ratio=max_ratio)
+        cost_lo = np.where(lower == 0.0, saturated_cost[0], delta)
+        cost_hi = np.where(upper == ends[1], saturated_cost[1], delta)
+        if capped_cost is not None:
+            cost_hi = np.where(upper == np.minimum(max_ratio, ends[1]),
+                               np.minimum(capped_cost, cost_hi), cost_hi)
+        total = np.minimum(cost_lo, delta)[finite[0]].sum() + \
+            np.minimum(cost_hi, delta)[finite[1]].sum()
+        return float(total) / counted
+
+    return mean_divergence, goal, 2 * p.size - counted + 2 * int((~inside).sum())
+
+
+def _clip_fraction(old, new, eps_low, eps_high, div, max_ratio, wanted):
+    ratio = np.exp(new - old)  # 0 * inf and inf / inf do not arise: both are <= 0
+    if np.any(np.isinf(old) & np.isinf(new)):
+        ratio = np.where(np.isinf(old) & np.isinf(new), 1.0, ratio)
+    if wanted is None:
+        lower, upper = 1.0 - eps_low, 1.0 + eps_high
+        wanted = float(np.mean((ratio < lower) | (ratio > upper)))
+    else:
+        wanted = float(_validate.as_real_array(wanted, "clip_fraction"))
+        if not 0.0 <= wanted < 1.0:
+            raise ValueError(f"clip_fraction must lie in [0, 1) (got {wanted!r})")
+
+    def fraction(delta):
+        lo, hi = api.band_from_logp(old, delta, div, max_ratio=max_ratio)
+        return float(np.mean((ratio < lo) | (ratio > hi)))
+
+    return fraction, wanted
+
+
+def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> float:
+    """The delta in DELTA_RANGE where the monotone ``measure`` meets ``goal``;
+    for a step function (jumps of ``step``), the smallest delta where a
+    nonincreasing one falls to ``goal`` or below."""
+    from scipy.optimize import brentq  # here: importing bandsolve stays light
+
+    lo, hi = (math.log(d) for d in DELTA_RANGE)
+    at_lo, at_hi = measure(math.exp(lo)), measure(math.exp(hi))
+    reach = (min(at_lo, at_hi), max(at_lo, at_hi))
+    if not (reach[0] <= goal <= reach[1]):
+        raise ValueError(
+            f"the {target} target {goal!r} is out of the band's reach: delta in "
+            f"[{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] gives {reach[0]!r} to {reach[1]!r}"
+            + (" (a width is at most 1/p, or max_ratio)" if target == "width" else ""))
+    if goal == (at_lo if increasing else at_hi) and step == 0.0:
+        return DELTA_RANGE[0] if increasing else DELTA_RANGE[1]
+    if step and at_lo <= goal:
+        return DELTA_RANGE[0]
+    sign = 1.0 if increasing else -1.0
+    # a step function is shifted by half a step, so that it is never 0 and
+    # brentq lands on the jump where it falls to the goal
+    offset = step / 2
+
+    def residual(t):
+        return sign * (measure(math.exp(t)) - goal - offset)
+
+    xtol, rtol = 1e-12, 4 * np.finfo(float).eps
+    t = brentq(residual, lo, hi, xtol=xtol, rtol=rtol, maxiter=200)
+    if step:  # brentq may stop just before the jump, where the share is too high
+        while residual(t) < 0 and t < hi:
+            t = min(t + 2 * (xtol + rtol * abs(t)), hi)
+    return math.exp(t)
+
+
+# --- bandsolve calibrate ----------------------------------------------------
+
+#: the divergences the command compares by default
+CLI_DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")
+
+
+def _load_sample(path: str, name: str) -> np.ndarray:
+    """A .npy file (no pickles), or text with one number per entry."""
+    if path.endswith(".npy"):
+        return np.load(path, allow_pickle=False)
+    return np.loadtxt(path, dtype=float, ndmin=1)
+
+
+def table(args) -> str:
+    """The delta of every divergence, side by side, for the parsed options."""
+    logp = _load_sample(args.logp, "--logp") if args.logp else None
+    new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
+    at_p = args.at_p if args.at_p is not None or logp is not None else 0.5
+    clip_high = args.clip_high
+    rule = (f"[1 - {args.match_clip:g}, 1 + {clip_high if clip_high is not None else args.match_clip:g}]")
+    rows, notes, target = [], [], args.target
+    for name in args.divergence:
+        try:
+            c = calibrate_delta(name, clip=args.match_clip, clip_high=clip_high, at_p=at_p,
+                                logp=logp, new_logp=new_logp, target=args.target,
+                                clip_fraction=args.clip_fraction, max_ratio=args.max_ratio)
+        except ValueError as exc:
+            if "out of the band's reach" not in str(exc):
+                raise  # bad input: the same for every divergence
+            rows.append((name, "unreachable", "", "", ""))
+            notes.append(f"{name}: {exc}")
+            continue
+        target = c.target
+        rows.append((name, f"{c.delta:.6g}", f"{c.goal:.6g}", f"{c.achieved:.6g}",
+                     str(c.excluded)))
+    where = (f"at p = {at_p:g}" if logp is None else
+             f"over {np.size(logp)} tokens of {args.logp}")
+    header = f"delta matching the clip {rule}: target {target}, {where}"
+    cols = ("divergence", "delta", "clip rule", "band at delta", "excluded")
+    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(cols)]
+    line = "  ".join(h.rjust(w) for h, w in zip(cols, widths))
+    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join([header, line, "-" * len(line), *body, *notes])
+
+
+def add_subcommand(sub) -> None:
+    parser = sub.add_parser(
+        "calibrate", help="choose delta to match a clip rule",
+        description="Print, for each divergence, the delta at which the band matches the "
+                    "clip rule [1 - eps_low, 1 + eps_high] (see bandsolve.calibrate for the "
+                    "targets). Without --logp: the width at --at-p (default 0.5).")
+    parser.add_argument("--match-clip", type=float, default=0.2,
+                        help="the clip rule's eps_low (0.2)")
+    parser.add_argument("--clip-high", type=float, default=None,
+                        help="its eps_high (default: --match-clip; Clip-Higher uses 0.28)")
+    parser.add_argument("--at-p", type=float, default=None,
+                        help="reference probability of the width target (default 0.5)")
+    parser.add_argument("--logp", default=None,
+                        help="old log-probabilities, .npy or text: mean_change, "
+                             "mean_divergence or (with --new-logp) clip_fraction")
+    parser.add_argument("--new-logp", default=None,
+                        help="new log-probabilities of the same tokens, for clip_fraction")
+    parser.add_argument("--target", choices=TARGETS, default=None,
+                        help="width (with --at-p), mean_change (default with --logp), "
+                             "mean_divergence, clip_fraction (default with --new-logp)")
+    parser.add_argument("--clip-fraction", type=float, default=None,
+                        help="the share to match (default: the clip rule's on the batch)")
+    parser.add_argument("--divergence", nargs="+", default=list(CLI_DIVERGENCES),
+                        help="divergences to calibrate (default: " + " ".join(CLI_DIVERGENCES)
+                             + ")")
+    parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
+    parser.set_defaults(run=lambda args: print(table(args)))

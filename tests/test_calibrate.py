@@ -1,0 +1,178 @@
+"""bandsolve.calibrate_delta and `bandsolve calibrate`: closed forms for the
+width target (tv and chi2 give delta explicitly), the defining equations
+recomputed independently on random samples, monotonicity, and errors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import bandsolve as bs
+from bandsolve.calibrate import DELTA_RANGE, calibrate_delta
+from bandsolve.cli import main
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.floats(0.01, 0.8), eps_low=st.floats(0.01, 0.5), eps_high=st.floats(0.01, 0.5))
+def test_width_target_matches_the_closed_forms(p, eps_low, eps_high):
+    """tv: |r - 1| = delta / p, so the width 2 delta / p; chi2: |r - 1| =
+    sqrt(delta (1 - p) / p). Both symmetric while unsaturated."""
+    if 1 + eps_high >= 1 / p:  # the clip's upper bound would be 1/p
+        return
+    half = (eps_low + eps_high) / 2
+    tv = calibrate_delta("tv", clip=eps_low, clip_high=eps_high, at_p=p)
+    if half * p <= min(p, 1 - p):  # unsaturated at the match
+        assert tv.delta == pytest.approx(half * p, rel=1e-10)
+    chi2 = calibrate_delta("chi2", clip=eps_low, clip_high=eps_high, at_p=p)
+    if 1 + half <= 1 / p:
+        assert chi2.delta == pytest.approx(half**2 * p / (1 - p), rel=1e-10)
+
+
+@pytest.mark.parametrize("name", ["kl", "rkl", "js", "hellinger", "alpha:0.5", "alpha:-1"])
+def test_width_target_solves_its_equation(name):
+    c = calibrate_delta(name, clip=0.2, clip_high=0.28, at_p=0.3)
+    lo, hi = bs.band(0.3, c.delta, name)
+    assert float(hi - lo) == pytest.approx(0.48, rel=1e-10)
+    assert c.goal == pytest.approx(0.48) and c.target == "width"
+
+
+def _sample(seed, n=2000):
+    rng = np.random.default_rng(seed)
+    return np.log(rng.beta(0.3, 0.3, n).clip(1e-12, 1.0)), rng
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), name=st.sampled_from(["kl", "rkl", "tv", "chi2", "js"]),
+       eps=st.floats(0.05, 0.4))
+def test_mean_change_target_on_random_samples(seed, name, eps):
+    logp, _ = _sample(seed)
+    c = calibrate_delta(name, clip=eps, logp=logp)
+    p = np.exp(logp)
+    clip_change = np.mean(p * (np.minimum(1 + eps, 1 / p) - (1 - eps)))
+    lo, hi = bs.band(p, c.delta, name)
+    assert np.mean(p * (hi - lo)) == pytest.approx(clip_change, rel=1e-9)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), name=st.sampled_from(["rkl", "tv", "hellinger", "js"]))
+def test_mean_divergence_target_on_random_samples(seed, name):
+    """For divergences whose clip costs are finite: the mean of g at the
+    band's bounds (delta, or g at the end where saturated) equals the mean
+    of g at the clip's bounds."""
+    logp, _ = _sample(seed)
+    c = calibrate_delta(name, logp=logp, target="mean_divergence")
+    p = np.exp(logp)
+    # at p >= 1/1.2 the clip's upper bound is the simplex end; 1 ulp above
+    # the float 1/p is read as the end exactly
+    end = np.nextafter(1 / p, 2 / p)
+    clip_costs = [bs.binary_divergence(p, 0.8, name),
+                  bs.binary_divergence(p, np.where(1.2 * p >= 1, end, 1.2), name)]
+    lo, hi = bs.band(p, c.delta, name)
+    band_costs = [np.where(lo == 0, bs.binary_divergence(p, 0.0, name), c.delta),
+                  np.where(hi == 1 / p, bs.binary_divergence(p, end, name), c.delta)]
+    assert c.excluded == 0
+    assert np.mean(band_costs) == pytest.approx(np.mean(clip_costs), rel=1e-9)
+
+
+def test_mean_divergence_leaves_out_infinite_clip_costs():
+    """kl's upper side costs infinity once 1.2 >= 1/p (p >= 5/6)."""
+    p = np.array([0.1, 0.5, 0.9, 0.95])
+    c = calibrate_delta("kl", logp=np.log(p), target="mean_divergence")
+    assert c.excluded == 2
+    finite = [bs.binary_divergence(p, 0.8, "kl"), bs.binary_divergence(p[:2], 1.2, "kl")]
+    assert c.goal == pytest.approx(sum(f.sum() for f in finite) / 6, rel=1e-12)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6), name=st.sampled_from(["kl", "tv", "chi2"]),
+       wanted=st.one_of(st.none(), st.floats(0.01, 0.5)))
+def test_clip_fraction_target_is_the_smallest_delta_reaching_it(seed, name, wanted):
+    logp, rng = _sample(seed, 500)
+    new = np.minimum(logp + rng.normal(0, 0.3, logp.size), 0.0)
+    c = calibrate_delta(name, logp=logp, new_logp=new, clip_fraction=wanted)
+    ratio = np.exp(new - logp)
+    goal = np.mean((ratio < 0.8) | (ratio > 1.2)) if wanted is None else wanted
+    assert c.goal == pytest.approx(goal)
+
+    def share(delta):
+        lo, hi = bs.band_from_logp(logp, delta, name)
+        return np.mean((ratio < lo) | (ratio > hi))
+
+    # the smallest delta whose share is at most the goal, within half a token
+    allowed = goal + 0.5 / logp.size
+    assert share(c.delta) <= allowed
+    if c.delta > DELTA_RANGE[0]:
+        assert share(c.delta * (1 - 1e-9)) > allowed
+
+
+@settings(max_examples=20, deadline=None)
+@given(name=st.sampled_from(["kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js"]),
+       p=st.floats(1e-6, 1 - 1e-6), d1=st.floats(1e-6, 10.0), d2=st.floats(1e-6, 10.0))
+def test_band_is_nested_in_delta(name, p, d1, d2):
+    """The monotonicity each target relies on: a larger delta, a wider band."""
+    small, large = sorted((d1, d2))
+    lo1, hi1 = bs.band(p, small, name)
+    lo2, hi2 = bs.band(p, large, name)
+    assert lo2 <= lo1 and hi1 <= hi2
+
+
+@pytest.mark.parametrize("name", ["kl", "chi2"])
+def test_larger_eps_gives_larger_delta(name):
+    logp, _ = _sample(1)
+    deltas = [calibrate_delta(name, clip=e, logp=logp).delta for e in (0.1, 0.2, 0.3)]
+    assert deltas[0] < deltas[1] < deltas[2]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(at_p=0.5, target="nope"), "unknown target"),
+    (dict(), "takes logp"),
+    (dict(at_p=1.0), r"at_p must lie in \(0, 1\)"),
+    (dict(at_p=0.5, clip=0.0), r"clip must lie in \(0, 1\)"),
+    (dict(at_p=0.5, clip_high=1.5), r"clip_high must lie in \(0, 1\)"),
+    (dict(at_p=0.5, logp=[-1.0]), "takes at_p"),
+    (dict(logp=[-1.0, 0.5]), "logp must be <= 0"),
+    (dict(logp=[-1.0, np.nan]), "logp contains NaN"),
+    (dict(logp=[]), "logp is empty"),
+    (dict(logp=[-1.0], new_logp=[-1.0, -2.0]), "shape of logp"),
+    (dict(logp=[-1.0], target="clip_fraction"), "takes new_logp"),
+    (dict(logp=[-1.0], new_logp=[-1.0], clip_fraction=1.0), r"clip_fraction must lie"),
+    (dict(logp=[-1.0], target="mean_change", clip_fraction=0.1), "does not use"),
+    (dict(at_p=0.5, divergence="nope"), "unknown divergence"),
+])
+def test_bad_input_raises_value_error(kwargs, match):
+    divergence = kwargs.pop("divergence", "kl")
+    with pytest.raises(ValueError, match=match):
+        calibrate_delta(divergence, **kwargs)
+
+
+def test_unreachable_goal_names_the_reachable_range():
+    # max_ratio 1.1 caps the band below the ratio 2: some share stays clipped
+    with pytest.raises(ValueError, match="out of the band's reach"):
+        calibrate_delta("kl", logp=[-1.0, -1.0], new_logp=[-1.0, math.log(2) - 1.0],
+                        clip_fraction=0.0, max_ratio=1.1)
+
+
+def test_cli_prints_every_divergence(capsys):
+    assert main(["calibrate", "--match-clip", "0.2", "--at-p", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert "target width, at p = 0.5" in out
+    rows = {line.split()[0]: line.split()[1] for line in out.splitlines()[3:]}
+    assert float(rows["tv"]) == pytest.approx(0.1) and float(rows["chi2"]) == pytest.approx(0.04)
+    assert set(rows) == {"kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js"}
+
+
+def test_cli_reads_samples_and_reports_errors(tmp_path, capsys):
+    logp, rng = _sample(2, 300)
+    np.save(tmp_path / "old.npy", logp)
+    np.savetxt(tmp_path / "new.txt", np.minimum(logp + rng.normal(0, 0.2, 300), 0))
+    assert main(["calibrate", "--logp", str(tmp_path / "old.npy"), "--new-logp",
+                 str(tmp_path / "new.txt"), "--divergence", "kl", "tv"]) == 0
+    out = capsys.readouterr().out
+    assert "target clip_fraction, over 300 tokens" in out
+    assert main(["calibrate", "--at-p", "1.5"]) == 2
+    assert "at_p must lie in (0, 1)" in capsys.readouterr().err
+    np.save(tmp_path / "bad.npy", np.array([0.5]))
+    assert main(["calibrate", "--logp", str(tmp_path / "bad.npy")]) == 2
+    assert "logp must be <= 0" in capsys.readouterr().err
