@@ -1,0 +1,550 @@
+"""``bandsolve doctor``: check that bandsolve and its trainer plug-ins work here.
+
+verl imports every ``verl.plugins`` entry point on ``import verl`` and, when
+one fails to import, logs it only at debug level (``verl/__init__.py``:
+``logging.getLogger("verl").debug("Failed to load plugin ...")``). A broken
+install of bandsolve's plug-in therefore reaches users as verl's
+``ValueError: Unsupported loss mode: bandpo`` with no hint of the cause.
+This module imports the plug-ins itself and reports the error text verl
+swallows, beside the rest of what an install needs:
+
+* the versions of bandsolve, Python and every dependency (optional extras
+  absent are reported, not failed);
+* the numba kernels compile and give the closed-form TV band;
+* numba's on-disk cache (writable or in-memory) and its threading layer;
+* torch: version, CUDA, and ``bandsolve.torch.band`` on CPU (and CUDA);
+* the verl plug-in: entry point declared, ``VERL_USE_EXTERNAL_PLUGINS``,
+  ``import bandsolve.torch.verl``, and ``bandpo`` in verl's loss registry;
+* the TRL plug-in: ``import bandsolve.torch.trl``;
+* SkyRL: absent for now.
+
+Each check is cheap and never raises. Importing this module imports neither
+torch nor a trainer: they are imported inside the checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+import traceback
+from collections.abc import Callable
+
+__all__ = ["Check", "add_subcommand", "diagnose", "format_report", "main"]
+
+# Every check catches Exception on purpose (BLE001 below): a doctor that raises
+# on the broken install it is meant to diagnose is no use.
+
+# (distribution names to try, import name, extra that installs it or None if
+# the package is a core dependency)
+_PACKAGES = (
+    (("numpy",), "numpy", None),
+    (("scipy",), "scipy", None),
+    (("numba",), "numba", None),
+    (("cvxpy",), "cvxpy", None),
+    (("clarabel",), "clarabel", None),
+    (("mpmath",), "mpmath", None),
+    (("torch",), "torch", "torch"),
+    (("verl",), "verl", "verl"),
+    (("trl",), "trl", "trl"),
+    (("transformers",), "transformers", "trl"),
+    (("skyrl", "skyrl-train"), "skyrl", None),
+)
+_OPTIONAL = {"torch", "verl", "trl", "transformers", "skyrl"}
+
+_VERL_PLUGIN = "bandsolve.torch.verl"
+_TRL_PLUGIN = "bandsolve.torch.trl"
+_SKYRL_PLUGIN = "bandsolve.torch.skyrl"
+_ENTRY_POINT = "bandpo"
+_REINSTALL = 'pip install --force-reinstall --no-deps "bandsolve"'
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One line of the report.
+
+    ``ok``: True passed, False failed, None not applicable (an optional
+    package absent). A passed check with a ``fix`` is a warning.
+    """
+
+    name: str
+    ok: bool | None
+    detail: str
+    fix: str = ""
+
+    @property
+    def status(self) -> str:
+        if self.ok is None:
+            return "--"
+        if not self.ok:
+            return "FAIL"
+        return "WARN" if self.fix else "OK"
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "status": self.status}
+
+
+# ----------------------------------------------------------------- helpers
+
+def _import_module(name: str):
+    """``importlib.import_module``; the one place checks import through (tests
+    replace it to simulate a broken plug-in)."""
+    return importlib.import_module(name)
+
+
+def _version(dist: str) -> str | None:
+    """The installed version of distribution ``dist``, or None if absent."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _error_text(exc: BaseException) -> str:
+    """``Type: message`` and where it was raised (the innermost frame)."""
+    text = f"{type(exc).__name__}: {exc}"
+    tb = traceback.extract_tb(exc.__traceback__)
+    if tb:
+        frame = tb[-1]
+        text += f" (at {frame.filename}:{frame.lineno})"
+    return text
+
+
+def _pip(extra: str) -> str:
+    return f'pip install "bandsolve[{extra}]"'
+
+
+def _requirements() -> dict:
+    """bandsolve's declared requirements by project name (e.g. verl ->
+    SpecifierSet('<0.10,>=0.9')); empty where packaging is missing."""
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return {}
+    found = {}
+    for line in importlib.metadata.requires("bandsolve") or ():
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.name.lower() != "bandsolve" and str(req.specifier):
+            found.setdefault(req.name.lower(), req.specifier)
+    return found
+
+
+def _guarded(name: str, fn: Callable[[], list]) -> list:
+    """Run one check function; an unexpected exception becomes a FAIL line."""
+    try:
+        return list(fn())
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name, False, f"the check itself failed: {_error_text(exc)}",
+                      "report this at the bandsolve issue tracker with this output")]
+
+
+# ------------------------------------------------------------------ checks
+
+def _check_versions() -> list:
+    import bandsolve
+
+    checks = []
+    installed = _version("bandsolve")
+    where = os.path.dirname(os.path.abspath(bandsolve.__file__))
+    if installed is None:
+        checks.append(Check("bandsolve", True,
+                            f"{bandsolve.__version__} imported from {where}, but no installed "
+                            "distribution metadata: entry points (the verl plug-in) are missing",
+                            'pip install -e . (in a checkout) or pip install "bandsolve"'))
+    elif installed != bandsolve.__version__:
+        checks.append(Check("bandsolve", True,
+                            f"imported {bandsolve.__version__} from {where}, but the installed "
+                            f"metadata says {installed}: a stale install",
+                            _REINSTALL))
+    else:
+        checks.append(Check("bandsolve", True, f"{installed} at {where}"))
+    checks.append(Check("python", True, f"{platform.python_version()} ({sys.executable})"))
+
+    specs = _requirements()
+    for dists, module, extra in _PACKAGES:
+        version = dist = None
+        for dist in dists:
+            version = _version(dist)
+            if version is not None:
+                break
+        if version is None:
+            if module == "skyrl":
+                checks.append(Check(module, None, "not installed (optional; bandsolve has no "
+                                                  "SkyRL plug-in yet)"))
+            elif module in _OPTIONAL:
+                checks.append(Check(module, None, "not installed (optional)", _pip(extra)))
+            else:
+                checks.append(Check(module, False, "not installed (required)",
+                                    'pip install --force-reinstall "bandsolve"'))
+            continue
+        spec = specs.get(dist.lower())
+        if spec is not None and not spec.contains(version, prereleases=True):
+            fix = _pip(extra) if extra else f'pip install "{dist}{spec}"'
+            if module in _OPTIONAL:
+                checks.append(Check(module, True, f"{version}, outside the tested range "
+                                                  f"{spec}", fix))
+            else:
+                checks.append(Check(module, False, f"{version}, bandsolve needs {spec}", fix))
+        else:
+            checks.append(Check(module, True, version))
+    return checks
+
+
+def _check_kernels() -> list:
+    import numpy as np
+
+    import bandsolve
+
+    p, delta = 0.5, 0.05
+    # TV's band is the closed form 1 -/+ delta / p (clipped to [0, 1/p])
+    expected = (max(0.0, 1.0 - delta / p), min(1.0 / p, 1.0 + delta / p))
+    lower, upper = bandsolve.band(p, delta, "tv")
+    got = (float(lower), float(upper))
+    if not np.allclose(got, expected, rtol=1e-12, atol=0.0):
+        return [Check("numba kernels", False,
+                      f"band(0.5, 0.05, 'tv') = {got}, expected {expected}",
+                      f"{_REINSTALL}; if it persists, report it with this output")]
+    kl_lower, kl_upper = bandsolve.band(np.array([1e-3, 0.5, 0.999]), delta, "kl")
+    sane = bool(np.all((kl_lower <= 1.0) & (kl_upper >= 1.0) & np.isfinite(kl_lower)))
+    if not sane:
+        return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}",
+                      f"{_REINSTALL}; if it persists, report it with this output")]
+    return [Check("numba kernels", True,
+                  f"compiled; band(0.5, 0.05, 'tv') = ({got[0]:g}, {got[1]:g}) as the closed "
+                  "form")]
+
+
+def _kernel_dispatchers():
+    """numba dispatchers of bandsolve's kernels (the ones behind ``band``)."""
+    from numba.core.registry import CPUDispatcher
+
+    from bandsolve import _kernels
+    for mod_name in ("_scan", "_solver", "_closed_forms", "_generators", "_warm_start"):
+        try:
+            mod = _import_module(f"{_kernels.__name__}.{mod_name}")
+        except ImportError:
+            continue
+        for obj in vars(mod).values():
+            obj = getattr(obj, "kernel", obj)
+            if isinstance(obj, CPUDispatcher):
+                yield obj
+
+
+def _check_numba_cache() -> list:
+    import numba
+
+    checks = []
+    env_dir = os.environ.get("NUMBA_CACHE_DIR", "")
+    fix = ("set NUMBA_CACHE_DIR to a writable folder (e.g. export "
+           "NUMBA_CACHE_DIR=$HOME/.cache/numba) or install bandsolve where its "
+           "__pycache__ is writable")
+    disp = next(_kernel_dispatchers(), None)
+    if disp is None:
+        checks.append(Check("numba cache", False, "no compiled kernel found in bandsolve._kernels",
+                            _REINSTALL))
+    else:
+        cache = disp._cache
+        path = getattr(cache, "_cache_path", None)
+        if path is None:  # NullCache: jit() fell back to cache=False
+            checks.append(Check("numba cache", True, "no writable cache folder: kernels compile "
+                                                     "in memory, first call compiles each time "
+                                                     "(slower start)", fix))
+        else:
+            probe = path if os.path.isdir(path) else os.path.dirname(path)
+            writable = os.access(probe, os.W_OK)
+            hits = sum(disp.stats.cache_hits.values())
+            source = "loaded from the cache" if hits else "compiled this run"
+            via = f" (NUMBA_CACHE_DIR={env_dir})" if env_dir else ""
+            if writable:
+                checks.append(Check("numba cache", True, f"{path}{via} writable; kernels "
+                                                         f"{source}"))
+            else:
+                checks.append(Check("numba cache", True,
+                                    f"{path}{via} not writable: first call compiles each "
+                                    "time (slower start)", fix))
+
+    configured = os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER
+    try:
+        layer = numba.threading_layer()
+    except ValueError:  # no parallel kernel has run yet
+        layer = "not initialised (no parallel kernel ran)"
+    detail = f"{layer} (asked for: {configured})"
+    if layer == "omp" and configured not in ("omp", "threadsafe"):
+        checks.append(Check("numba threading", True, detail + "; GNU OpenMP aborts children "
+                                                             "forked after a parallel kernel",
+                            "pip install tbb, or NUMBA_THREADING_LAYER=workqueue"))
+    else:
+        checks.append(Check("numba threading", True, detail))
+    return checks
+
+
+def _check_torch() -> list:
+    if _version("torch") is None and importlib.util.find_spec("torch") is None:
+        return [Check("torch runtime", None, "not installed (optional)", _pip("torch")),
+                Check("torch band (cpu)", None, "torch not installed")]
+    try:
+        torch = _import_module("torch")
+    except Exception as exc:  # noqa: BLE001
+        return [Check("torch runtime", False, f"import torch failed: {_error_text(exc)}",
+                      'pip install --force-reinstall "bandsolve[torch]"')]
+    cuda = torch.cuda.is_available()
+    if cuda:
+        where = f"CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}"
+    else:
+        where = "no CUDA device"
+    checks = [Check("torch runtime", True, f"{torch.__version__}; {where}")]
+    try:
+        bt = _import_module("bandsolve.torch")
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check("torch band (cpu)", False,
+                            f"import bandsolve.torch failed: {_error_text(exc)}",
+                            'pip install "bandsolve[torch]" (torch>=2.4)'))
+        return checks
+    devices = ["cpu"] + (["cuda"] if cuda else [])
+    for device in devices:
+        name = f"torch band ({device})"
+        try:
+            p = torch.tensor([0.5, 0.2], dtype=torch.float32, device=device)
+            lower, upper = bt.band(p, 0.05, "tv")
+            got = torch.stack([lower, upper]).double().cpu()
+            want = torch.tensor([[0.9, 0.75], [1.1, 1.25]], dtype=torch.float64)
+            if torch.allclose(got, want, rtol=1e-6, atol=1e-6):
+                checks.append(Check(name, True, "band of a float32 tensor as the closed form"))
+            else:
+                checks.append(Check(name, False, f"band = {got.tolist()}, expected "
+                                                 f"{want.tolist()}", _REINSTALL))
+        except Exception as exc:  # noqa: BLE001
+            checks.append(Check(name, False, _error_text(exc),
+                                "check that torch works on this device; report it with this "
+                                "output"))
+    if not cuda:
+        checks.append(Check("torch band (cuda)", None, "no CUDA device"))
+    return checks
+
+
+def _plugin_policy() -> tuple:
+    """(value of VERL_USE_EXTERNAL_PLUGINS, whether verl will load ``bandpo``),
+    as ``verl/__init__.py`` reads it."""
+    raw = os.environ.get("VERL_USE_EXTERNAL_PLUGINS")
+    policy = (raw if raw is not None else "auto").strip().lower()
+    if policy == "none":
+        return raw, False
+    if policy == "auto":
+        return raw, True
+    return raw, _ENTRY_POINT in {n.strip() for n in policy.split(",") if n.strip()}
+
+
+def _check_verl() -> list:
+    names = ("verl entry point", "verl plug-in import", "verl loss registry")
+    if _version("verl") is None and importlib.util.find_spec("verl") is None:
+        return [Check(n, None, "verl not installed (optional)", _pip("verl") if i == 0 else "")
+                for i, n in enumerate(names)]
+    checks = []
+
+    # 1. the entry point verl discovers, and whether verl is told to load it
+    eps = [ep for ep in importlib.metadata.entry_points(group="verl.plugins")
+           if ep.name == _ENTRY_POINT]
+    raw, loads = _plugin_policy()
+    modules = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",")]
+    by_modules = _VERL_PLUGIN in modules
+    env = f"VERL_USE_EXTERNAL_PLUGINS={raw!r}" if raw is not None else \
+        "VERL_USE_EXTERNAL_PLUGINS unset (auto)"
+    if not eps:
+        fix = ('reinstall so that the entry point is registered: pip install "bandsolve[verl]" '
+               "(pip install -e . in a checkout), or set "
+               f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}")
+        checks.append(Check(names[0], by_modules,
+                            f"no '{_ENTRY_POINT}' in the 'verl.plugins' entry points of the "
+                            "installed distributions" + ("; VERL_USE_EXTERNAL_MODULES loads the "
+                                                         "plug-in instead" if by_modules else ""),
+                            "" if by_modules else fix))
+    elif eps[0].value != _VERL_PLUGIN:
+        checks.append(Check(names[0], False, f"'{_ENTRY_POINT}' points to {eps[0].value!r}, "
+                                             f"not {_VERL_PLUGIN!r}: a stale install",
+                            'pip install --force-reinstall "bandsolve[verl]"'))
+    elif not loads and not by_modules:
+        checks.append(Check(names[0], False, f"declared, but {env}: verl will not load it",
+                            "unset VERL_USE_EXTERNAL_PLUGINS, add 'bandpo' to its list, or set "
+                            f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}"))
+    else:
+        how = "loaded on import verl" if loads else "loaded via VERL_USE_EXTERNAL_MODULES"
+        checks.append(Check(names[0], True, f"'{_ENTRY_POINT}' = {_VERL_PLUGIN} ({env}; {how})"))
+
+    # 2. the import verl swallows
+    try:
+        _import_module("verl")
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check(names[1], False, f"import verl failed: {_error_text(exc)}",
+                            'pip install --force-reinstall "bandsolve[verl]"'))
+        checks.append(Check(names[2], False, "not checked: verl does not import"))
+        return checks
+    try:
+        plugin = _import_module(_VERL_PLUGIN)
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check(names[1], False,
+                            f"import {_VERL_PLUGIN} failed (verl logs this only at debug "
+                            f"level): {_error_text(exc)}",
+                            'pip install "bandsolve[verl]" (verl>=0.9,<0.10, torch>=2.4); '
+                            "the error above names the missing or incompatible piece"))
+        checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' not registered: the plug-in "
+                                             "did not import (see above); verl will say "
+                                             f"'Unsupported loss mode: {_ENTRY_POINT}'"))
+        return checks
+    checks.append(Check(names[1], True, f"import {_VERL_PLUGIN} succeeded"))
+
+    # 3. the registry verl's actor looks the loss up in
+    core_algos = _import_module("verl.trainer.ppo.core_algos")
+    try:
+        fn = core_algos.get_policy_loss_fn(_ENTRY_POINT)
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check(names[2], False, _error_text(exc),
+                            f"{_VERL_PLUGIN} imported but did not register; reinstall: "
+                            'pip install --force-reinstall "bandsolve[verl]"'))
+        return checks
+    ours = getattr(plugin, "compute_policy_loss_bandpo", None)
+    if fn is not ours:
+        where = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
+        checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' resolves to {where}, not "
+                                             "bandsolve's: another package registered the "
+                                             "same name",
+                            "uninstall the other plug-in or set VERL_USE_EXTERNAL_PLUGINS to "
+                            "list only 'bandpo'"))
+    else:
+        checks.append(Check(names[2], True, f"get_policy_loss_fn('{_ENTRY_POINT}') is "
+                                            f"{_VERL_PLUGIN}.compute_policy_loss_bandpo"))
+    return checks
+
+
+def _check_trl() -> list:
+    name = "trl plug-in import"
+    if _version("trl") is None and importlib.util.find_spec("trl") is None:
+        return [Check(name, None, "trl not installed (optional)", _pip("trl"))]
+    try:
+        trl = _import_module("trl")
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name, False, f"import trl failed: {_error_text(exc)}",
+                      'pip install --force-reinstall "bandsolve[trl]"')]
+    try:
+        plugin = _import_module(_TRL_PLUGIN)
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name, False, f"import {_TRL_PLUGIN} failed: {_error_text(exc)}",
+                      'pip install "bandsolve[trl]" (trl>=1.0,<2, transformers>=4.56); '
+                      "the error above names the missing or incompatible piece")]
+    if not issubclass(plugin.BandGRPOTrainer, trl.GRPOTrainer):
+        return [Check(name, False, "BandGRPOTrainer is not a trl.GRPOTrainer", _REINSTALL)]
+    return [Check(name, True, f"{_TRL_PLUGIN}.BandGRPOTrainer subclasses trl.GRPOTrainer")]
+
+
+def _check_skyrl() -> list:
+    name = "skyrl plug-in"
+    if importlib.util.find_spec("skyrl") is None and _version("skyrl") is None \
+            and _version("skyrl-train") is None:
+        return [Check(name, None, "skyrl not installed (optional)")]
+    try:
+        found = importlib.util.find_spec(_SKYRL_PLUGIN) is not None
+    except Exception:  # noqa: BLE001
+        found = False
+    if not found:
+        return [Check(name, None, "skyrl installed; plug-in not present (bandsolve has no "
+                                  "SkyRL plug-in yet)")]
+    try:
+        _import_module(_SKYRL_PLUGIN)
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {_error_text(exc)}",
+                      _REINSTALL)]
+    return [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded")]
+
+
+_CHECKS = (
+    ("versions", _check_versions),
+    ("numba kernels", _check_kernels),
+    ("numba cache", _check_numba_cache),
+    ("torch", _check_torch),
+    ("verl plug-in", _check_verl),
+    ("trl plug-in", _check_trl),
+    ("skyrl plug-in", _check_skyrl),
+)
+
+
+def diagnose() -> list:
+    """Run every check, in order; never raises. Returns a list of :class:`Check`."""
+    checks = []
+    for name, fn in _CHECKS:
+        checks.extend(_guarded(name, fn))
+    return checks
+
+
+def format_report(checks) -> str:
+    """Plain text: one line per check (OK / WARN / FAIL / ``--`` for an
+    optional package absent), then the fix of each problem."""
+    checks = list(checks)
+    width = max((len(c.name) for c in checks), default=0)
+    lines = ["bandsolve doctor", ""]
+    for c in checks:
+        lines.append(f"{c.status:<4}  {c.name:<{width}}  {c.detail}")
+    problems = [c for c in checks if c.ok is not None and c.fix]
+    optional, seen = [], set()
+    for c in checks:  # one line per extra: the version and plug-in lines share it
+        if c.ok is None and c.fix and c.fix not in seen:
+            seen.add(c.fix)
+            optional.append(c)
+    failed = sum(c.ok is False for c in checks)
+    warned = sum(c.status == "WARN" for c in checks)
+    lines.append("")
+    if problems:
+        lines.append("Fixes:")
+        lines.extend(f"  {c.status} {c.name}: {c.fix}" for c in problems)
+        lines.append("")
+    if optional:
+        lines.append("Optional, not installed:")
+        lines.extend(f"  {c.name}: {c.fix}" for c in optional)
+        lines.append("")
+    lines.append(f"{failed} failed, {warned} warnings, {len(checks)} checks")
+    return "\n".join(lines)
+
+
+def _parser(parser=None):
+    if parser is None:
+        parser = argparse.ArgumentParser(prog="bandsolve doctor",
+                                         description=__doc__.splitlines()[0])
+    parser.add_argument("--json", action="store_true",
+                        help="print the checks as JSON (a list of objects) instead")
+    return parser
+
+
+def main(args=None) -> int:
+    """Print the report (or JSON with ``--json``).
+
+    ``args``: the parsed namespace of ``bandsolve doctor``, or a list of
+    command-line strings (None: ``sys.argv[1:]``). Exit code: 1 if any check
+    failed (ok=False), else 0; warnings and absent optional packages give 0.
+    """
+    if args is None or isinstance(args, (list, tuple)):
+        args = _parser().parse_args(args)
+    checks = diagnose()
+    if getattr(args, "json", False):
+        print(json.dumps([c.as_dict() for c in checks], indent=2))
+    else:
+        print(format_report(checks))
+    return 1 if any(c.ok is False for c in checks) else 0
+
+
+def add_subcommand(sub) -> None:
+    parser = sub.add_parser("doctor", help="check this install: kernels, numba cache, torch "
+                                           "and the verl / TRL plug-ins",
+                            description=__doc__.splitlines()[0])
+    _parser(parser)
+    parser.set_defaults(run=main)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

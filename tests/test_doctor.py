@@ -1,0 +1,271 @@
+"""``bandsolve doctor``: the install diagnostic finds what is broken and says so.
+
+Tests marked ``trainers`` need the real verl / TRL packages; the others run on
+a core install (the trainer checks then report "--", not a failure).
+"""
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import bandsolve
+from bandsolve import doctor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+HAS_VERL = importlib.util.find_spec("verl") is not None
+HAS_TRL = importlib.util.find_spec("trl") is not None
+
+
+
+@pytest.fixture(scope="module")
+def checks():
+    return doctor.diagnose()
+
+
+def _by_name(checks, name):
+    found = [c for c in checks if c.name == name]
+    assert len(found) == 1, [c.name for c in checks]
+    return found[0]
+
+
+def _failing_import(target, error):
+    real = doctor._import_module
+
+    def fake(name):
+        if name == target:
+            raise error
+        return real(name)
+
+    return fake
+
+
+# ------------------------------------------------------------- this install
+
+def test_core_checks_pass(checks):
+    assert all(isinstance(c, doctor.Check) for c in checks)
+    assert _by_name(checks, "numba kernels").ok is True
+    assert _by_name(checks, "numba cache").ok is True
+    assert _by_name(checks, "numba threading").ok is True
+    for name in ("bandsolve", "python", "numpy", "scipy", "numba", "cvxpy", "clarabel",
+                 "mpmath"):
+        assert _by_name(checks, name).ok is True, _by_name(checks, name)
+    assert bandsolve.__version__ in _by_name(checks, "bandsolve").detail
+
+
+def test_optional_absent_is_never_a_failure(checks):
+    for c in checks:
+        if c.ok is None:
+            assert c.status == "--"
+    # SkyRL has no plug-in: absent or "not present", never a failure
+    assert _by_name(checks, "skyrl plug-in").ok is not False
+    assert _by_name(checks, "skyrl").ok is not False
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+def test_verl_plugin_ok(checks):
+    for name in ("verl entry point", "verl plug-in import", "verl loss registry"):
+        assert _by_name(checks, name).ok is True, _by_name(checks, name)
+    assert _by_name(checks, "verl").ok is True
+    report = doctor.format_report(checks)
+    assert "bandpo" in report
+    assert "get_policy_loss_fn('bandpo') is bandsolve.torch.verl" in report
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
+def test_trl_plugin_ok(checks):
+    assert _by_name(checks, "trl plug-in import").ok is True
+    assert _by_name(checks, "trl").ok is True
+
+
+def test_torch_band_cpu(checks):
+    runtime = _by_name(checks, "torch runtime")
+    if importlib.util.find_spec("torch") is None:
+        assert runtime.ok is None
+    else:
+        assert runtime.ok is True
+        assert _by_name(checks, "torch band (cpu)").ok is True
+        assert _by_name(checks, "torch band (cuda)").ok is not False
+
+
+def test_import_does_not_import_torch():
+    code = ("import sys, bandsolve.doctor; "
+            "bad = [m for m in ('torch', 'verl', 'trl') if m in sys.modules]; "
+            "assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=ROOT)
+
+
+# ------------------------------------------------------- simulated breakage
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
+    monkeypatch.setattr(doctor, "_import_module",
+                        _failing_import("bandsolve.torch.verl", ImportError("boom")))
+    checks = doctor.diagnose()
+    imp = _by_name(checks, "verl plug-in import")
+    assert imp.ok is False
+    assert imp.status == "FAIL"
+    assert "boom" in imp.detail and "ImportError" in imp.detail
+    assert 'pip install "bandsolve[verl]"' in imp.fix
+    assert _by_name(checks, "verl loss registry").ok is False
+
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "boom" in out
+    fixes = out[out.index("Fixes:"):]
+    assert "verl plug-in import" in fixes and 'bandsolve[verl]' in fixes
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+def test_plugins_disabled_in_verl(monkeypatch):
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
+    monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
+    entry = _by_name(doctor._check_verl(), "verl entry point")
+    assert entry.ok is False
+    assert "VERL_USE_EXTERNAL_PLUGINS='none'" in entry.detail
+    assert "VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl" in entry.fix
+
+    # the other way in: verl imports the module named there
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "bandsolve.torch.verl")
+    assert _by_name(doctor._check_verl(), "verl entry point").ok is True
+
+    # a list of names that leaves bandpo out
+    monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES")
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "other_plugin")
+    assert _by_name(doctor._check_verl(), "verl entry point").ok is False
+    monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "other_plugin, BandPO")
+    assert _by_name(doctor._check_verl(), "verl entry point").ok is True
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+def test_missing_entry_point(monkeypatch):
+    monkeypatch.setattr(doctor.importlib.metadata, "entry_points", lambda group: [])
+    monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
+    entry = _by_name(doctor._check_verl(), "verl entry point")
+    assert entry.ok is False
+    assert 'pip install "bandsolve[verl]"' in entry.fix
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
+def test_broken_trl_plugin_is_reported(monkeypatch):
+    monkeypatch.setattr(doctor, "_import_module",
+                        _failing_import("bandsolve.torch.trl", ImportError("trl boom")))
+    check = _by_name(doctor._check_trl(), "trl plug-in import")
+    assert check.ok is False and "trl boom" in check.detail
+    assert 'bandsolve[trl]' in check.fix
+
+
+def test_broken_torch_is_reported(monkeypatch):
+    if importlib.util.find_spec("torch") is None:
+        pytest.skip("torch not installed")
+    monkeypatch.setattr(doctor, "_import_module",
+                        _failing_import("torch", OSError("libtorch_cpu.so: cannot open")))
+    check = _by_name(doctor._check_torch(), "torch runtime")
+    assert check.ok is False and "libtorch_cpu.so" in check.detail
+
+
+def test_absent_optional_package(monkeypatch):
+    real = doctor._version
+
+    def version(dist):
+        return None if dist in ("skyrl", "skyrl-train", "doctor-fake-pkg") else real(dist)
+
+    monkeypatch.setattr(doctor, "_version", version)
+    monkeypatch.setattr(doctor, "_PACKAGES",
+                        doctor._PACKAGES + ((("doctor-fake-pkg",), "doctor_fake", "trl"),))
+    monkeypatch.setattr(doctor, "_OPTIONAL", doctor._OPTIONAL | {"doctor_fake"})
+    checks = doctor._check_versions()
+    fake = _by_name(checks, "doctor_fake")
+    assert fake.ok is None and fake.status == "--"
+    assert fake.fix == 'pip install "bandsolve[trl]"'
+    assert _by_name(checks, "skyrl").ok is None
+    report = doctor.format_report(checks)
+    assert "FAIL" not in report
+    assert "Optional, not installed:" in report
+    assert "Fixes:" not in report
+
+
+def test_absent_required_package_fails(monkeypatch):
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: None if d == "scipy" else real(d))
+    scipy = _by_name(doctor._check_versions(), "scipy")
+    assert scipy.ok is False and "required" in scipy.detail
+
+
+def test_wrong_bound_fails(monkeypatch):
+    monkeypatch.setattr(bandsolve, "band", lambda p, delta, div: (0.9, 1.2))
+    check = _by_name(doctor._check_kernels(), "numba kernels")
+    assert check.ok is False and "expected" in check.detail
+
+
+def test_unwritable_cache_is_a_warning(monkeypatch):
+    real_access = os.access
+    monkeypatch.setattr(doctor.os, "access",
+                        lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
+    check = _by_name(doctor._check_numba_cache(), "numba cache")
+    assert check.ok is True and check.status == "WARN"
+    assert "slower start" in check.detail
+    assert "NUMBA_CACHE_DIR" in check.fix
+    report = doctor.format_report([check])
+    assert "WARN" in report and "Fixes:" in report
+
+
+def test_a_crashing_check_is_a_failure_not_an_exception(monkeypatch):
+    def crash():
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(doctor, "_CHECKS", (("crash", crash),))
+    checks = doctor.diagnose()
+    assert len(checks) == 1 and checks[0].ok is False and "kaboom" in checks[0].detail
+
+
+def test_exit_code(monkeypatch, capsys):
+    ok = doctor.Check("a", True, "fine")
+    warn = doctor.Check("b", True, "meh", "do x")
+    absent = doctor.Check("c", None, "absent", "pip install c")
+    bad = doctor.Check("d", False, "broken", "do y")
+    monkeypatch.setattr(doctor, "diagnose", lambda: [ok, warn, absent])
+    assert doctor.main([]) == 0
+    monkeypatch.setattr(doctor, "diagnose", lambda: [ok, warn, absent, bad])
+    assert doctor.main([]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL  d" in out and "FAIL d: do y" in out and "WARN b: do x" in out
+
+
+# ------------------------------------------------------------ JSON and CLI
+
+def test_json_output(checks, capsys):
+    code = doctor.main(["--json"])
+    entries = json.loads(capsys.readouterr().out)
+    assert isinstance(entries, list) and len(entries) == len(checks)
+    assert [e["name"] for e in entries] == [c.name for c in checks]
+    for e in entries:
+        assert set(e) == {"name", "ok", "detail", "fix", "status"}
+        assert e["ok"] in (True, False, None)
+    assert code == (1 if any(e["ok"] is False for e in entries) else 0)
+
+
+def test_add_subcommand():
+    parser = argparse.ArgumentParser(prog="bandsolve")
+    doctor.add_subcommand(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["doctor", "--json"])
+    assert args.run is doctor.main and args.json is True
+    assert parser.parse_args(["doctor"]).json is False
+
+
+def test_module_runs_as_script():
+    proc = subprocess.run([sys.executable, "-m", "bandsolve.doctor", "--json"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300, check=False)
+    entries = json.loads(proc.stdout)
+    assert entries and {"numba kernels", "verl plug-in import"} <= {e["name"] for e in entries}
+    assert proc.returncode == (1 if any(e["ok"] is False for e in entries) else 0)
