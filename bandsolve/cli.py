@@ -1,4 +1,4 @@
-"""The ``bandsolve`` command line: ``bandsolve bounds | verify | export | repro``.
+"""The ``bandsolve`` command line: ``bandsolve bounds | calibrate | verify | export | repro | doctor``.
 
 Further subcommands register themselves in ``_SUBCOMMANDS`` below.
 """
@@ -110,7 +110,19 @@ def _add_repro(sub):
     parser.set_defaults(run=_run_repro)
 
 
-_SUBCOMMANDS = (_add_bounds, _add_verify, _add_export, _add_repro)
+def _add_calibrate(sub):
+    from .calibrate import add_subcommand
+
+    add_subcommand(sub)
+
+
+def _add_doctor(sub):
+    from .doctor import add_subcommand
+
+    add_subcommand(sub)
+
+
+_SUBCOMMANDS = (_add_bounds, _add_calibrate, _add_verify, _add_export, _add_repro, _add_doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
