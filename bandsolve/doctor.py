@@ -16,7 +16,8 @@ swallows, beside the rest of what an install needs:
 * the verl plug-in: entry point declared, ``VERL_USE_EXTERNAL_PLUGINS``,
   ``import bandsolve.torch.verl``, and ``bandpo`` in verl's loss registry;
 * the TRL plug-in: ``import bandsolve.torch.trl``;
-* SkyRL: absent for now.
+* the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL 0.3.0 itself
+  needs Python 3.12 or later to import).
 
 Each check is cheap and never raises. Importing this module imports neither
 torch nor a trainer: they are imported inside the checks.
@@ -54,7 +55,7 @@ _PACKAGES = (
     (("verl",), "verl", "verl"),
     (("trl",), "trl", "trl"),
     (("transformers",), "transformers", "trl"),
-    (("skyrl", "skyrl-train"), "skyrl", None),
+    (("skyrl", "skyrl-train"), "skyrl", "skyrl"),
 )
 _OPTIONAL = {"torch", "verl", "trl", "transformers", "skyrl"}
 
@@ -116,7 +117,7 @@ def _error_text(exc: BaseException) -> str:
     return text
 
 
-def _pip(extra: str) -> str:
+def _pip(extra: str | None) -> str:
     return f'pip install "bandsolve[{extra}]"'
 
 
@@ -127,7 +128,7 @@ def _requirements() -> dict:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
         return {}
-    found = {}
+    found: dict = {}
     for line in importlib.metadata.requires("bandsolve") or ():
         try:
             req = Requirement(line)
@@ -171,16 +172,14 @@ def _check_versions() -> list:
 
     specs = _requirements()
     for dists, module, extra in _PACKAGES:
-        version = dist = None
+        version: str | None = None
+        dist = dists[0]
         for dist in dists:
             version = _version(dist)
             if version is not None:
                 break
         if version is None:
-            if module == "skyrl":
-                checks.append(Check(module, None, "not installed (optional; bandsolve has no "
-                                                  "SkyRL plug-in yet)"))
-            elif module in _OPTIONAL:
+            if module in _OPTIONAL:
                 checks.append(Check(module, None, "not installed (optional)", _pip(extra)))
             else:
                 checks.append(Check(module, False, "not installed (required)",
@@ -274,7 +273,7 @@ def _check_numba_cache() -> list:
 
     configured = os.environ.get("NUMBA_THREADING_LAYER") or numba.config.THREADING_LAYER
     try:
-        layer = numba.threading_layer()
+        layer: str = numba.threading_layer()
     except ValueError:  # no parallel kernel has run yet
         layer = "not initialised (no parallel kernel ran)"
     detail = f"{layer} (asked for: {configured})"
@@ -454,14 +453,20 @@ def _check_skyrl() -> list:
     except Exception:  # noqa: BLE001
         found = False
     if not found:
-        return [Check(name, None, "skyrl installed; plug-in not present (bandsolve has no "
-                                  "SkyRL plug-in yet)")]
+        return [Check(name, False, f"skyrl installed, but {_SKYRL_PLUGIN} is missing: "
+                                   "an old bandsolve", _REINSTALL)]
     try:
         _import_module(_SKYRL_PLUGIN)
     except Exception as exc:  # noqa: BLE001
-        return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {_error_text(exc)}",
-                      _REINSTALL)]
-    return [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded")]
+        text = _error_text(exc)
+        if "typing_extensions.TypedDict" in text and sys.version_info < (3, 12):
+            fix = ("SkyRL 0.3.0 does not import on Python < 3.12 (its pydantic models use "
+                   "typing.TypedDict): use Python 3.12 or later for SkyRL")
+        else:
+            fix = 'pip install "bandsolve[skyrl]"; the error above names the missing piece'
+        return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {text}", fix)]
+    return [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded: policy loss 'bandpo' "
+                              "registered in SkyRL's PolicyLossRegistry")]
 
 
 _CHECKS = (
@@ -483,7 +488,7 @@ def diagnose() -> list:
     return checks
 
 
-def format_report(checks) -> str:
+def format_report(checks: list[Check]) -> str:
     """Plain text: one line per check (OK / WARN / FAIL / ``--`` for an
     optional package absent), then the fix of each problem."""
     checks = list(checks)
@@ -521,7 +526,7 @@ def _parser(parser=None):
     return parser
 
 
-def main(args=None) -> int:
+def main(args: argparse.Namespace | list[str] | None = None) -> int:
     """Print the report (or JSON with ``--json``).
 
     ``args``: the parsed namespace of ``bandsolve doctor``, or a list of
@@ -538,7 +543,7 @@ def main(args=None) -> int:
     return 1 if any(c.ok is False for c in checks) else 0
 
 
-def add_subcommand(sub) -> None:
+def add_subcommand(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("doctor", help="check this install: kernels, numba cache, torch "
                                            "and the verl / TRL plug-ins",
                             description=__doc__.splitlines()[0])

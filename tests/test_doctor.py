@@ -61,9 +61,8 @@ def test_optional_absent_is_never_a_failure(checks):
     for c in checks:
         if c.ok is None:
             assert c.status == "--"
-    # SkyRL has no plug-in: absent or "not present", never a failure
-    assert _by_name(checks, "skyrl plug-in").ok is not False
-    assert _by_name(checks, "skyrl").ok is not False
+    if _by_name(checks, "skyrl").ok is None:  # SkyRL absent: listed, not failed
+        assert _by_name(checks, "skyrl plug-in").ok is None
 
 
 @pytest.mark.trainers
@@ -269,3 +268,19 @@ def test_module_runs_as_script():
     entries = json.loads(proc.stdout)
     assert entries and {"numba kernels", "verl plug-in import"} <= {e["name"] for e in entries}
     assert proc.returncode == (1 if any(e["ok"] is False for e in entries) else 0)
+
+
+def test_skyrl_plugin_failure_names_the_python_requirement(monkeypatch):
+    """SkyRL 0.3.0 does not import on Python 3.11 (pydantic refuses its
+    typing.TypedDict): the fix must say so, not suggest a reinstall."""
+    monkeypatch.setattr(doctor, "_version",
+                        lambda dist: "0.3.0" if dist == "skyrl" else None)
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: object())
+    error = RuntimeError("Please use `typing_extensions.TypedDict` instead of "
+                         "`typing.TypedDict` on Python < 3.12.")
+    monkeypatch.setattr(doctor, "_import_module",
+                        _failing_import("bandsolve.torch.skyrl", error))
+    monkeypatch.setattr(doctor.sys, "version_info", (3, 11, 7))
+    (check,) = doctor._check_skyrl()
+    assert check.ok is False and "typing_extensions.TypedDict" in check.detail
+    assert "Python 3.12" in check.fix
