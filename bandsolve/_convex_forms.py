@@ -27,9 +27,9 @@ cvxpy is imported inside the functions: importing bandsolve does not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
-from typing import Callable, NamedTuple, Optional
-
+from typing import NamedTuple
 
 # --- ratio forms: Divergence.convex_generator --------------------------------
 
@@ -165,13 +165,13 @@ _PERSPECTIVES = MappingProxyType({
 })
 
 
-def perspective_form(generator) -> Optional[Callable]:
+def perspective_form(generator) -> Callable | None:
     """The perspective form of a built-in ratio form, or None (a user's form:
     the caller falls back to ``cvxpy.perspective``)."""
     return _PERSPECTIVES.get(generator)
 
 
-def log_form(generator, a: float) -> Optional[LogForm]:
+def log_form(generator, a: float) -> LogForm | None:
     """The log form of a built-in ratio form where one exists: kl, neyman_chi2
     and alpha with a < 0 (the generators with f(0) = inf and a finite f'(inf),
     whose lower bounds get arbitrarily small); None otherwise."""

@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
 from . import _validate
 from ._kernels import _solver, _warm_start
-from .divergences import Divergence, get_divergence
+from .divergences import Divergence, DivergenceLike, get_divergence
+
+#: (lower, upper) ratio bounds, float64 arrays of the broadcast shape
+Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
 
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
 
@@ -81,7 +85,8 @@ def _validated_band(x: np.ndarray, from_logp: bool, delta, divergence, max_ratio
     return _solve(x_flat, from_logp, delta_flat, shape, div, cap)
 
 
-def band(p, delta, divergence="kl", *, max_ratio=None):
+def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
+         max_ratio: float | None = None) -> Bounds:
     """Ratio bounds [lower, upper] of the f-divergence trust region.
 
     The band of a token with old probability p is the set of ratios
@@ -144,7 +149,8 @@ def band(p, delta, divergence="kl", *, max_ratio=None):
     return _validated_band(_validate.check_probability(p), False, delta, divergence, max_ratio)
 
 
-def band_from_logp(logp, delta, divergence="kl", *, max_ratio=None):
+def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
+                   max_ratio: float | None = None) -> Bounds:
     """:func:`band` from log-probabilities, as trainers hold them.
 
     The exact input is taken to be p = exp(logp). Working from logp is more
@@ -173,7 +179,8 @@ def band_from_logp(logp, delta, divergence="kl", *, max_ratio=None):
                            max_ratio)
 
 
-def binary_divergence(p, r, divergence="kl"):
+def binary_divergence(p: ArrayLike, r: ArrayLike,
+                      divergence: DivergenceLike = "kl") -> NDArray[np.float64]:
     """g_f(p, r) = p f(r) + (1 - p) f((1 - p r) / (1 - p)) = D_f(Bern(p r) || Bern(p)).
 
     The divergence of the closest pi_new that gives the token ratio r: the

@@ -34,12 +34,15 @@ on log delta) finds it:
 
 from __future__ import annotations
 
+import argparse
 import math
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
+
 from . import _validate, api
-from .divergences import get_divergence
+from .divergences import DivergenceLike, get_divergence
 
 __all__ = ["calibrate_delta", "Calibration", "TARGETS", "DELTA_RANGE"]
 
@@ -95,10 +98,11 @@ def _sample(logp, name: str) -> np.ndarray:
     return arr
 
 
-def calibrate_delta(divergence="kl", *, clip: float = 0.2, clip_high: Optional[float] = None,
-                    at_p: Optional[float] = None, logp=None, new_logp=None,
-                    target: Optional[str] = None, clip_fraction: Optional[float] = None,
-                    max_ratio: Optional[float] = None) -> Calibration:
+def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
+                    clip_high: float | None = None, at_p: float | None = None,
+                    logp: ArrayLike | None = None, new_logp: ArrayLike | None = None,
+                    target: str | None = None, clip_fraction: float | None = None,
+                    max_ratio: float | None = None) -> Calibration:
     """The delta at which the band matches the clip rule [1 - clip, 1 + clip_high].
 
     Parameters
@@ -307,7 +311,7 @@ def _load_sample(path: str, name: str) -> np.ndarray:
     return np.loadtxt(path, dtype=float, ndmin=1)
 
 
-def table(args) -> str:
+def table(args: argparse.Namespace) -> str:
     """The delta of every divergence, side by side, for the parsed options."""
     logp = _load_sample(args.logp, "--logp") if args.logp else None
     new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
@@ -339,7 +343,7 @@ def table(args) -> str:
     return "\n".join([header, line, "-" * len(line), *body, *notes])
 
 
-def add_subcommand(sub) -> None:
+def add_subcommand(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser(
         "calibrate", help="choose delta to match a clip rule",
         description="Print, for each divergence, the delta at which the band matches the "

@@ -35,12 +35,14 @@ user's Divergence has no mpmath form, and :func:`certify` reports
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import mpmath as mp
 import numpy as np
+from numpy.typing import ArrayLike
 
-from .divergences import BUILTIN_DIVERGENCES, Divergence, alpha_divergence, get_divergence
+from .divergences import BUILTIN_DIVERGENCES, DivergenceLike, alpha_divergence, get_divergence
 
 __all__ = ["Certificate", "KKTResiduals", "MpGenerator", "certify", "mp_generator",
            "measure", "vocabulary_kkt", "DIGITS", "KKT_TOLERANCE", "MEASURE_FLOOR"]
@@ -66,9 +68,9 @@ class MpGenerator(NamedTuple):
 
     f: Callable
     df: Callable
-    f_at_zero: object
-    df_at_zero: object
-    slope_at_infinity: object
+    f_at_zero: Any  # an mpmath number
+    df_at_zero: Any  # an mpmath number
+    slope_at_infinity: Any  # an mpmath number
 
 
 def _log(u, x):
@@ -143,7 +145,7 @@ _BUILDERS = {"kl": _kl, "rkl": _rkl, "tv": _tv, "chi2": _chi2, "neyman_chi2": _n
              "hellinger": _hellinger, "js": _js}
 
 
-def mp_generator(divergence) -> Optional[MpGenerator]:
+def mp_generator(divergence: DivergenceLike) -> MpGenerator | None:
     """The mpmath generator of a built-in divergence (or ``alpha:<a>``), or
     None for a user's one. Recognised by its numba generator function and
     edge values, so a user's Divergence that reuses a name gets None."""
@@ -162,7 +164,7 @@ def mp_generator(divergence) -> Optional[MpGenerator]:
         return builder()
 
 
-def measure(r) -> float:
+def measure(r: float) -> float:
     """max(min(r, |r - 1|), MEASURE_FLOOR): the unit of the band's accuracy."""
     r = float(r)
     if np.isinf(r):
@@ -235,10 +237,10 @@ class Certificate:
 
     side: str
     value: float
-    interval: Optional[tuple]
+    interval: tuple | None
     width: float
     saturated: bool
-    kkt: Optional[KKTResiduals]
+    kkt: KKTResiduals | None
     reason: str = ""
 
     @property
@@ -252,7 +254,7 @@ class Certificate:
             return (np.nan, np.nan)
         return tuple(float(b) for b in self.interval)
 
-    def contains(self, r, slack: float = 1e-12) -> bool:
+    def contains(self, r: float, slack: float = 1e-12) -> bool:
         """Whether r lies in the interval widened by
         max(slack * measure(r), 4 eps max(r, 1)): the second term is the
         rounding of r itself, which exceeds the first once |r - 1| < 1e-3."""
@@ -273,8 +275,8 @@ class Certificate:
         return self.certified and self.width <= width_tolerance and kkt_ok
 
 
-def certify(p: float, delta: float, divergence, side: str, value: float,
-            dual: Optional[float] = None, *, generator: Optional[MpGenerator] = None
+def certify(p: float, delta: float, divergence: DivergenceLike, side: str, value: float,
+            dual: float | None = None, *, generator: MpGenerator | None = None
             ) -> Certificate:
     """Certify a solver's bound r* = ``value`` for the band of p.
 
@@ -427,9 +429,10 @@ def _kkt(g: _Binary, side: str, r, dual: float, at_end: bool) -> KKTResiduals:
     return KKTResiduals(*(float(v) for v in (primal, dual_res, complementarity, stationarity)))
 
 
-def vocabulary_kkt(pi_old, index: int, delta: float, divergence, side: str, ratios,
+def vocabulary_kkt(pi_old: ArrayLike, index: int, delta: float, divergence: DivergenceLike,
+                   side: str, ratios: ArrayLike,
                    divergence_dual: float, mass_dual: float, *,
-                   generator: Optional[MpGenerator] = None) -> Optional[KKTResiduals]:
+                   generator: MpGenerator | None = None) -> KKTResiduals | None:
     """KKT residuals of the full-vocabulary program at 50 digits, or None
     for a divergence without an mpmath form, or where the sampled token's
     ratio is below the float64 range (kl's lower bound at small p).

@@ -37,19 +37,20 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from . import _convex_forms as forms
 from . import _validate, api, certificate
-from .divergences import Divergence, get_divergence
+from .divergences import Divergence, DivergenceLike, get_divergence
 
 __all__ = ["band", "simplex_band", "ConvexBand", "ConvexSolveError", "SOLVER_LADDER",
            "ACCEPT_WIDTH"]
 
 
-def _clarabel(tol: float, regularization: Optional[float] = None, **extra):
+def _clarabel(tol: float, regularization: float | None = None, **extra):
     options = dict(tol_gap_abs=tol, tol_gap_rel=tol, tol_feas=tol, tol_ktratio=100 * tol,
                    max_iter=500, **extra)
     if regularization is not None:
@@ -97,9 +98,9 @@ class ConvexBand(NamedTuple):
     lower_dual: np.ndarray
     upper_dual: np.ndarray
     solve_seconds: float
-    lower_certificate: Optional[np.ndarray] = None
-    upper_certificate: Optional[np.ndarray] = None
-    vocabulary_kkt: Optional[tuple] = None
+    lower_certificate: np.ndarray | None = None
+    upper_certificate: np.ndarray | None = None
+    vocabulary_kkt: tuple | None = None
     solves: int = 0
     failures: tuple = ()
 
@@ -158,7 +159,7 @@ def _natural_margin(div: Divergence, p: float, delta: float) -> float:
     return min(margin, 1.0) if margin > 0 else 0.5
 
 
-def _chart_for(falls: bool, v: float, log_v: Optional[float], natural: float,
+def _chart_for(falls: bool, v: float, log_v: float | None, natural: float,
                log_ok: bool) -> _Chart:
     if not falls:
         return _Chart(False, 1.0, v - 1.0 if 1.0 < v < math.inf else natural, 1)
@@ -190,10 +191,13 @@ def _perspective(div: Divergence):
     if form is not None:
         return lambda q, s: form(q, s, div.parameter)
 
+    generator = div.convex_generator
+    assert generator is not None  # callers check _require_form
+
     def user_form(q, s):
         import cvxpy as cp
 
-        return cp.perspective(div.convex_generator(q, div.parameter), s), []
+        return cp.perspective(generator(q, div.parameter), s), []
 
     return user_form
 
@@ -226,7 +230,7 @@ class _LinearToken:
     def simplex_share(self) -> float:
         """The share of the objective's gradient the simplex carries (1 at
         saturation, 0 where the divergence binds)."""
-        return _scalar(self.simplex.dual_value) * abs(float(self.q_step.value))
+        return _scalar(self.simplex.dual_value) * abs(_scalar(self.q_step.value))
 
 
 class _LogToken:
@@ -291,7 +295,7 @@ class _LimitOther:
         self.delta = cp.Parameter(nonneg=True)
         q = cp.Variable(nonneg=True)
         self.term = 0 * q if reduced else div.slope_at_infinity * q
-        self.constraints = []
+        self.constraints: list = []
         self.mass = self.delta * q
 
     def set(self, weights: np.ndarray, delta: float) -> None:
@@ -308,6 +312,7 @@ class _VocabularyOthers:
         self.weights = cp.Parameter(n, nonneg=True)  # pi_old / delta
         self.probabilities = cp.Parameter(n, nonneg=True)
         self.w = cp.Variable(n)
+        assert div.convex_generator is not None  # callers check _require_form
         term = self.weights @ div.convex_generator(self.w, div.parameter)
         if reduced:
             term = term - div.slope_at_infinity * (self.weights @ self.w - cp.sum(self.weights))
@@ -323,15 +328,21 @@ class _Program:
     """max / min x s.t. (token + others) / delta <= 1, mass = 1 (<= 1 in a
     log chart, where it is convex and the relaxation is exact)."""
 
-    def __init__(self, div: Divergence, log: bool, others_count: Optional[int]):
+    def __init__(self, div: Divergence, log: bool, others_count: int | None):
         """``others_count``: the vocabulary's other tokens, or None for the
         binary program's other one, or 0 for that one at probability 0."""
         import cvxpy as cp
 
         self.x = cp.Variable()
         self.slope_at_infinity = div.slope_at_infinity
-        log_form = forms.log_form(div.convex_generator, div.parameter) if log else None
-        self.token = _LogToken(log_form, self.x) if log else _LinearToken(div, self.x)
+        self.token: _LogToken | _LinearToken
+        if log:
+            log_form = forms.log_form(div.convex_generator, div.parameter)
+            assert log_form is not None  # a log chart is only drawn where one exists
+            self.token = _LogToken(log_form, self.x)
+        else:
+            self.token = _LinearToken(div, self.x)
+        self.others: _PairOther | _LimitOther | _VocabularyOthers
         if others_count is None:
             self.others = _PairOther(div, log)
         elif others_count == 0:
@@ -349,10 +360,10 @@ class _Program:
 
 class _Answer(NamedTuple):
     value: float  # the bound r
-    falling: tuple  # (v, log v or None): the charted ratio, to re-centre on
+    falling: tuple[float, float | None]  # (v, log v or None): the charted ratio, to re-centre on
     dual: float
     mass_dual: float
-    others: Optional[np.ndarray]
+    others: np.ndarray | None
     certificate: certificate.Certificate
 
 
@@ -361,7 +372,7 @@ def _rank(answer: _Answer) -> tuple:
     return (not cert.passes(ACCEPT_WIDTH), cert.width)
 
 
-def _read(program: "_Program", chart: _Chart, role: _Role, p: float, delta: float,
+def _read(program: _Program, chart: _Chart, role: _Role, p: float, delta: float,
           side: str) -> tuple:
     """([(r, (v, log v)), ...], lambda, nu): the bound, first snapped to the
     simplex end where the optimum lies there to the solver's tolerance, then
@@ -428,16 +439,16 @@ class _BoundSolver:
     program), or None (the binary program, for any p).
     """
 
-    def __init__(self, div: Divergence, solver: str, vocabulary: Optional[np.ndarray] = None):
+    def __init__(self, div: Divergence, solver: str, vocabulary: np.ndarray | None = None):
         self.div = div
         self.solver = solver
         self.vocabulary = vocabulary
         self.generator = certificate.mp_generator(div)
         self.log_ok = forms.log_form(div.convex_generator, div.parameter) is not None
-        self.programs = {}
+        self.programs: dict[tuple, _Program] = {}
         self.seconds, self.solves = 0.0, 0
 
-    def _program(self, log: bool, rest_count: Optional[int]) -> "_Program":
+    def _program(self, log: bool, rest_count: int | None) -> _Program:
         if (log, rest_count) not in self.programs:
             self.programs[log, rest_count] = _Program(self.div, log, rest_count)
         return self.programs[log, rest_count]
@@ -479,11 +490,11 @@ class _BoundSolver:
                 f"delta = {delta!r}: status {', then '.join(outcomes)}; not 'optimal'")
         return best
 
-    def _accepted(self, answer: Optional[_Answer]) -> bool:
+    def _accepted(self, answer: _Answer | None) -> bool:
         return answer is not None and (self.generator is None
                                        or answer.certificate.passes(ACCEPT_WIDTH))
 
-    def _charted(self, role: _Role, v_estimate: float, rest_count: Optional[int], p: float,
+    def _charted(self, role: _Role, v_estimate: float, rest_count: int | None, p: float,
                  delta: float, side: str, log_ok: bool) -> tuple:
         """(the best answer or None, the statuses of the failed solves) over
         the estimate's chart (or, if no rung solves it, the natural one) and
@@ -492,7 +503,7 @@ class _BoundSolver:
         chart = _chart_for(role.falls, v_estimate, None, natural, log_ok)
         fallback = _chart_for(role.falls, math.nan, None, natural, log_ok)
         best, outcomes = None, []
-        ladder = SOLVER_LADDER.get(self.solver.upper(), ((self.solver, {}),))
+        ladder: tuple = SOLVER_LADDER.get(self.solver.upper(), ((self.solver, {}),))
         for _ in range(_CHARTS):
             program = self._program(chart.log, rest_count)
             program.token.set(role.weight, delta, chart)
@@ -505,8 +516,8 @@ class _BoundSolver:
                     outcomes.append(f"{name}: {status!r}")
                     continue
                 candidates, dual, mass_dual = _read(program, chart, role, p, delta, side)
-                others = (None if self.vocabulary is None
-                          else np.asarray(program.others.w.value, dtype=float).copy())
+                others = (np.array(program.others.w.value, dtype=np.float64)
+                          if isinstance(program.others, _VocabularyOthers) else None)
                 for r, falling in candidates:
                     cert = certificate.certify(p, delta, self.div, side, r, dual,
                                                generator=self.generator)
@@ -529,7 +540,7 @@ class _BoundSolver:
         return best, outcomes
 
 
-def _exact(p: float, side: str, div: Divergence) -> Optional[float]:
+def _exact(p: float, side: str, div: Divergence) -> float | None:
     """Bounds fixed without a program: p = 0, and p = 1 (upper 1; lower 1
     where f'(inf) = inf)."""
     if p == 0.0:
@@ -539,7 +550,8 @@ def _exact(p: float, side: str, div: Divergence) -> Optional[float]:
     return None
 
 
-def band(p, delta, divergence="kl", *, solver: str = "CLARABEL",
+def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
+         solver: str = "CLARABEL",
          on_failure: str = "raise") -> ConvexBand:
     """Ratio bounds by convex optimisation, element by element, certified.
 
@@ -609,14 +621,14 @@ def band(p, delta, divergence="kl", *, solver: str = "CLARABEL",
                 continue
             out[side][i], out[f"{side}_dual"][i] = answer.value, answer.dual
             certs[side][i] = answer.certificate
-    return ConvexBand(*(out[k].reshape(shape) for k in
-                        ("lower", "upper", "lower_dual", "upper_dual")), bounds.seconds,
-                      certs["lower"].reshape(shape), certs["upper"].reshape(shape),
-                      None, bounds.solves, tuple(failures))
+    return ConvexBand(out["lower"].reshape(shape), out["upper"].reshape(shape),
+                      out["lower_dual"].reshape(shape), out["upper_dual"].reshape(shape),
+                      bounds.seconds, certs["lower"].reshape(shape),
+                      certs["upper"].reshape(shape), None, bounds.solves, tuple(failures))
 
 
-def _vocabulary_answer_at_end(bounds: "_BoundSolver", p: float, delta: float, side: str,
-                              others_count: int) -> Optional[_Answer]:
+def _vocabulary_answer_at_end(bounds: _BoundSolver, p: float, delta: float, side: str,
+                              others_count: int) -> _Answer | None:
     """The vocabulary program's answer at the simplex end, without a solver,
     where 50-digit arithmetic proves it; None otherwise.
 
@@ -640,7 +652,8 @@ def _vocabulary_answer_at_end(bounds: "_BoundSolver", p: float, delta: float, si
     return _Answer(end, (0.0, None), 0.0, 0.0 if side == "lower" else 1.0 / p, others, cert)
 
 
-def simplex_band(pi_old, index: int, delta: float, divergence="kl", *,
+def simplex_band(pi_old: ArrayLike, index: int, delta: float,
+                 divergence: DivergenceLike = "kl", *,
                  solver: str = "CLARABEL") -> ConvexBand:
     """The band of token ``index`` from the program over the whole vocabulary.
 
@@ -716,11 +729,13 @@ def simplex_band(pi_old, index: int, delta: float, divergence="kl", *,
         try:
             answer = bounds.solve(p, d, side, float(estimate))
         except ConvexSolveError:
-            answer = _vocabulary_answer_at_end(bounds, p, d, side, others.size)
-            if answer is None:
+            at_end = _vocabulary_answer_at_end(bounds, p, d, side, others.size)
+            if at_end is None:
                 raise
+            answer = at_end
         results[side] = answer
         others_ratios = answer.others
+        assert others_ratios is not None  # the vocabulary program's answers carry them
         if side == "upper" and answer.value == 1.0 / p:
             # snapped to saturation: the others' ratios are at their bound 0
             # (the solver leaves them at its tolerance, where their

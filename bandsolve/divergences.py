@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Callable, Mapping, Optional
 
 import numba
 
@@ -78,14 +78,14 @@ class Divergence:
     slope_at_infinity: float
     curvature_at_one: float
     parameter: float = 0.0
-    margins: Optional[Callable] = None
-    convex_generator: Optional[Callable] = None
+    margins: Callable | None = None
+    convex_generator: Callable | None = None
 
     @property
     def has_closed_form(self) -> bool:
         return self.margins is not None
 
-    def without_closed_form(self) -> "Divergence":
+    def without_closed_form(self) -> Divergence:
         """The same divergence, solved by the generic root finder."""
         return dataclasses.replace(self, margins=None, name=self.name + "[root]")
 
@@ -95,13 +95,13 @@ class Divergence:
         name: str,
         f: Callable[[float], float],
         *,
-        df: Optional[Callable[[float], float]] = None,
-        f_at_zero: Optional[float] = None,
-        slope_at_infinity: Optional[float] = None,
-        curvature_at_one: Optional[float] = None,
+        df: Callable[[float], float] | None = None,
+        f_at_zero: float | None = None,
+        slope_at_infinity: float | None = None,
+        curvature_at_one: float | None = None,
         formula: str = "user-defined",
-        convex_generator: Optional[Callable] = None,
-    ) -> "Divergence":
+        convex_generator: Callable | None = None,
+    ) -> Divergence:
         """A divergence from its generator f, solved by the generic root finder.
 
         Parameters
@@ -274,7 +274,11 @@ BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType({
 })
 
 
-def get_divergence(spec) -> Divergence:
+#: What every public function accepts as a divergence: a name or a Divergence.
+DivergenceLike = str | Divergence
+
+
+def get_divergence(spec: DivergenceLike) -> Divergence:
     """Resolve a registry name, ``"alpha:<a>"``, or a :class:`Divergence`.
 
     Raises

@@ -70,14 +70,17 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import os
+from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import ArrayLike, NDArray
 from scipy.interpolate import make_interp_spline
 
 from . import _validate, api
 from ._kernels import _solver
-from .divergences import Divergence, get_divergence
+from .divergences import Divergence, DivergenceLike, get_divergence
 
 __all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
            "evaluate_numpy", "to_arrays", "from_arrays", "check_against_solver", "ATOL"]
@@ -212,7 +215,7 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     d = _distance_nodes()
     if math.isfinite(threshold):
         center = threshold
-        signs = (-1.0,) if upper else (1.0,)  # the interior side
+        signs: tuple[float, ...] = (-1.0,) if upper else (1.0,)  # the interior side
     else:
         center = 0.0
         signs = (1.0, -1.0)
@@ -248,7 +251,8 @@ def _side_numpy(side: TableSide, z: np.ndarray) -> np.ndarray:
     return np.minimum(y, 0.0)
 
 
-def evaluate_numpy(table: BandTableData, logp: np.ndarray):
+def evaluate_numpy(table: BandTableData, logp: ArrayLike
+                   ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(lower, upper) from the table in float64 numpy (for certification and
     for readers of an exported file; the device path is ``bandsolve.torch``).
 
@@ -278,8 +282,8 @@ def _check_points(table: BandTableData) -> np.ndarray:
     points = [np.geomspace(1.0, _CERTIFIED_Z, 200), -np.geomspace(1.0, _CERTIFIED_Z, 200)]
     for side in (table.upper, table.lower):
         points += [side.center + inside, side.center - inside]
-    points = np.concatenate(points)
-    return np.concatenate([points[np.abs(points) <= _CERTIFIED_Z], [-np.inf, np.inf]])
+    z = np.concatenate(points)
+    return np.concatenate([z[np.abs(z) <= _CERTIFIED_Z], [-np.inf, np.inf]])
 
 
 def _certify(table: BandTableData, div: Divergence) -> float:
@@ -301,7 +305,8 @@ def _certify(table: BandTableData, div: Divergence) -> float:
     return worst
 
 
-def build(divergence="kl", delta=0.05, *, max_ratio=None) -> BandTableData:
+def build(divergence: DivergenceLike = "kl", delta: float = 0.05, *,
+          max_ratio: float | None = None) -> BandTableData:
     """Tabulate and certify the band of ``divergence`` at radius ``delta``.
 
     Parameters
@@ -370,7 +375,7 @@ def checksum(arrays) -> str:
     return digest.hexdigest()
 
 
-def from_arrays(arrays, *, source: str = "the table") -> BandTableData:
+def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") -> BandTableData:
     """Inverse of :func:`to_arrays`. ValueError for anything that is not a
     table of this format version; TableIntegrityError when the checksum
     does not match the fields (``source`` names the file in the message)."""
@@ -408,7 +413,8 @@ def from_arrays(arrays, *, source: str = "the table") -> BandTableData:
         raise ValueError(f"not a bandsolve table: no field {exc}") from None
 
 
-def check_against_solver(table: BandTableData, divergence=None, *, source: str = "the table",
+def check_against_solver(table: BandTableData, divergence: DivergenceLike | None = None, *,
+                         source: str = "the table",
                          seed: int | None = None) -> None:
     """Re-check a sample of the table against the float64 root finder.
 
@@ -444,12 +450,12 @@ def check_against_solver(table: BandTableData, divergence=None, *, source: str =
     rng = np.random.default_rng(seed)
     d = _distance_nodes()
     offsets = d[:-1] + rng.uniform(0.05, 0.95, d.size - 1) * np.diff(d)
-    z = [np.geomspace(1.0, _CERTIFIED_Z, 32), -np.geomspace(1.0, _CERTIFIED_Z, 32)]
+    pieces = [np.geomspace(1.0, _CERTIFIED_Z, 32), -np.geomspace(1.0, _CERTIFIED_Z, 32)]
     for side in (table.upper, table.lower):
-        z += [side.center + offsets, side.center - offsets]
+        pieces += [side.center + offsets, side.center - offsets]
         if math.isfinite(side.threshold):
-            z.append(side.threshold + np.array([-1e-9, 0.0, 1e-9]))
-    z = np.concatenate(z)
+            pieces.append(side.threshold + np.array([-1e-9, 0.0, 1e-9]))
+    z = np.concatenate(pieces)
     z_checked = np.concatenate([z[np.abs(z) <= _CERTIFIED_Z], [np.inf, -np.inf]])
     logp = np.concatenate([_log_sigmoid(z_checked[:-2]), [0.0, -np.inf]])
     got = evaluate_numpy(table, logp)
@@ -483,7 +489,7 @@ def _where(side: TableSide, z: float, name: str) -> str:
     return f"interval {k} of the {name} table, z = logit p = {z!r}"
 
 
-def save(table: BandTableData, path) -> Path:
+def save(table: BandTableData, path: str | os.PathLike) -> Path:
     """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
     path = Path(path)
     arrays = to_arrays(table)
@@ -500,7 +506,8 @@ def save(table: BandTableData, path) -> Path:
     return path
 
 
-def load(path, *, verify: bool = True, divergence=None) -> BandTableData:
+def load(path: str | os.PathLike, *, verify: bool = True,
+         divergence: DivergenceLike | None = None) -> BandTableData:
     """Read a table written by :func:`save` (``.npz`` or ``.pt``).
 
     The stored checksum is always checked. With ``verify=True`` (the

@@ -27,6 +27,7 @@ unverified (the convex path's limit, not a discrepancy).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -177,6 +178,7 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
         row.failures.extend(res.failures)
         row.solver_seconds += res.solve_seconds
         row.solves += res.solves
+        assert res.lower_certificate is not None and res.upper_certificate is not None
         for i, (p, d) in enumerate(zip(p_grid, d_grid)):
             for side, conv, fast, certs in (("lower", res.lower, lo, res.lower_certificate),
                                             ("upper", res.upper, hi, res.upper_certificate)):
@@ -192,6 +194,8 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
                 bar.update(1)
                 continue
             lo_v, hi_v = api.band(pi[index], d, name)
+            assert res.vocabulary_kkt is not None and res.lower_certificate is not None \
+                and res.upper_certificate is not None
             row.solver_seconds += res.solve_seconds
             row.solves += res.solves
             for side, conv, fast, cert, kkt in (
@@ -265,7 +269,7 @@ def main(args) -> int:
     return 0 if ok else 1
 
 
-def add_subcommand(sub) -> None:
+def add_subcommand(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("verify", help="check the fast bounds against certified convex "
                                            "programs", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=DEFAULT_OUT,

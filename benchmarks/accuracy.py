@@ -26,12 +26,18 @@ from tqdm import tqdm
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests"))
-import bandsolve as bs  # noqa: E402
 import reference as ref  # noqa: E402
-from bandsolve._kernels import _solver  # noqa: E402
-from problems import (ALL_DIVERGENCES, DELTA_GRID, LOGP_DELTA_GRID, LOGP_GRID,  # noqa: E402
-                      P_GRID, SUBNORMAL_LIMIT)
+from problems import (  # noqa: E402
+    ALL_DIVERGENCES,
+    DELTA_GRID,
+    LOGP_DELTA_GRID,
+    LOGP_GRID,
+    P_GRID,
+    SUBNORMAL_LIMIT,
+)
 
+import bandsolve as bs  # noqa: E402
+from bandsolve._kernels import _solver  # noqa: E402
 
 EXTREME_DELTAS = (5e-324, 1e-300, 1e-100, 1e30, 1e100, 1e300, 1.7976931348623157e308)
 EXTREME_P = (1e-300, 1e-100, 1e-12, 1e-3, 0.3, 0.9, 1 - 1e-9, 1.0)

@@ -25,8 +25,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bandsolve as bs  # noqa: E402
 from baseline import bisect_kl_band  # noqa: E402
+
+import bandsolve as bs  # noqa: E402
 
 DELTA = 0.05
 

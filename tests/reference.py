@@ -56,7 +56,7 @@ def binary(name: str, p, pc, r, u2=None):
     return p * f(r) + pc * f(u2)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _bound(name: str, p, pc, delta, side: str):
     delta = mp.mpf(delta)
     if p == 0:

@@ -8,13 +8,20 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given
 from hypothesis import strategies as st
+from problems import (
+    ALL_DIVERGENCES,
+    DELTA_GRID,
+    LOGP_DELTA_GRID,
+    LOGP_GRID,
+    P_GRID,
+    PROBLEMS,
+    SUBNORMAL_LIMIT,
+)
 
 import bandsolve as bs
-import reference as ref
-from problems import (ALL_DIVERGENCES, DELTA_GRID, LOGP_DELTA_GRID, LOGP_GRID, P_GRID,
-                      PROBLEMS, SUBNORMAL_LIMIT)
 
 
 def _assert_accurate(name, inputs, deltas, lower, upper, *, from_logp):

@@ -4,10 +4,10 @@ import math
 
 import numpy as np
 import pytest
-
-import bandsolve as bs
 import reference as ref
 from problems import ALL_DIVERGENCES
+
+import bandsolve as bs
 
 
 def test_worked_example_tail_token():

@@ -7,9 +7,9 @@ import math
 import mpmath as mp
 import numpy as np
 import pytest
+import reference as ref
 
 import bandsolve as bs
-import reference as ref
 from bandsolve import certificate, convex, verify
 
 

@@ -19,9 +19,9 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 
 import bandsolve as bs
-import reference as ref
 from bandsolve import table as bt_table
 from bandsolve._kernels import _solver
 
@@ -60,7 +60,7 @@ def _tolerance(truth: np.ndarray, rtol: float, atol: float) -> np.ndarray:
                       atol * np.maximum(truth, 1.0))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _sample(kind_index: int, delta: float) -> np.ndarray:
     """log p: a fixed spread, plus both sides of each saturation threshold."""
     div = bs.get_divergence(KINDS[kind_index][1])
@@ -74,7 +74,7 @@ def _sample(kind_index: int, delta: float) -> np.ndarray:
     return np.array(sorted(set(logp)))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _truth(reference_name: str, logp: tuple, delta: float, from_logp: bool):
     out = []
     for side in ("lower", "upper"):

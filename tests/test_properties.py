@@ -4,12 +4,12 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import assume, given
 from hypothesis import strategies as st
+from problems import ALL_DIVERGENCES
 
 import bandsolve as bs
-import reference as ref
-from problems import ALL_DIVERGENCES
 
 names = st.sampled_from(ALL_DIVERGENCES)
 probs = st.one_of(st.floats(-300.0, 0.0).map(lambda e: 10.0**e), st.floats(0.0, 1.0),

@@ -10,9 +10,9 @@ import re
 
 import numpy as np
 import pytest
+import reference as ref
 
 import bandsolve as bs
-import reference as ref
 from bandsolve.cli import main as cli_main
 
 README = (pathlib.Path(__file__).parent.parent / "README.md").read_text()

@@ -5,13 +5,13 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from problems import ALL_DIVERGENCES
 
 import bandsolve as bs
-import reference as ref
 from bandsolve._kernels import _solver
-from problems import ALL_DIVERGENCES
 
 
 def _my_kl():

@@ -4,10 +4,10 @@ import math
 
 import mpmath as mp
 import pytest
+import reference as ref
 
 from bandsolve import BUILTIN_DIVERGENCES, alpha_divergence
 from bandsolve._kernels import _special
-import reference as ref
 
 EPS = 2.220446049250313e-16
 ARGS = [-0.999999, -0.999, -0.6, -0.3, -0.25, -0.1, -1e-3, -1e-9, -1e-17, 0.0, 1e-17,

@@ -5,12 +5,11 @@ import math
 
 import numpy as np
 import pytest
+from problems import ALL_DIVERGENCES
 
 import bandsolve as bs
 from bandsolve import table
 from bandsolve.cli import main
-
-from problems import ALL_DIVERGENCES
 
 
 def _random_logp(seed, n=4000):

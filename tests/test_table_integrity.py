@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 import pytest
+import reference as ref
 
 import bandsolve as bs
-import reference as ref
 from bandsolve import table
 
 

@@ -8,11 +8,11 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-import bandsolve as bs  # noqa: E402
-import bandsolve.torch as bt  # noqa: E402
-
 import reference  # noqa: E402
 from problems import ALL_DIVERGENCES  # noqa: E402
+
+import bandsolve as bs  # noqa: E402
+import bandsolve.torch as bt  # noqa: E402
 
 EPS32 = float(np.finfo(np.float32).eps)
 EPS64 = float(np.finfo(np.float64).eps)

@@ -7,11 +7,21 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from problems import policy_batch  # noqa: E402
+
 import bandsolve as bs  # noqa: E402
 from bandsolve import baselines  # noqa: E402
-from bandsolve.torch import (DCPO, LOSS_AGG_MODES, Band, ClipHigher, NoClip,  # noqa: E402
-                             PolicyLossConfig, PPOClip, aggregate, policy_loss)
-from problems import policy_batch  # noqa: E402
+from bandsolve.torch import (  # noqa: E402
+    DCPO,
+    LOSS_AGG_MODES,
+    Band,
+    ClipHigher,
+    NoClip,
+    PolicyLossConfig,
+    PPOClip,
+    aggregate,
+    policy_loss,
+)
 
 
 def _batch(seed=0, shape=(4, 7)):

@@ -17,11 +17,11 @@ torch = pytest.importorskip("torch")
 verl = pytest.importorskip("verl")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
+from problems import policy_batch  # noqa: E402
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
-from problems import policy_batch  # noqa: E402
 
 BAND_OVERRIDES = [
     "actor_rollout_ref.actor.policy_loss.loss_mode=bandpo",

@@ -88,7 +88,7 @@ def parallel_kernel(signature):
             with _LAUNCH_LOCK:
                 return kernel(*args)
 
-        launch.kernel = kernel
+        launch.kernel = kernel  # type: ignore[attr-defined]  # the compiled dispatcher, for tests
         return launch
 
     return decorate

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 import matplotlib
 
@@ -34,7 +35,7 @@ from matplotlib.patches import Patch  # noqa: E402
 import bandsolve as bs  # noqa: E402
 from bandsolve.baselines import clip_higher_bounds, dcpo_bounds, ppo_bounds  # noqa: E402
 
-STYLE = {
+STYLE: dict[str, dict[str, Any]] = {
     "band-kl": dict(color="#1f77b4", lw=2.2, label="Band-KL"),
     "band-tv": dict(color="#2ca02c", lw=2.0, label="Band-TV"),
     "band-chi2": dict(color="#9467bd", lw=2.0, label=r"Band-$\chi^2$"),

@@ -34,6 +34,7 @@ import csv
 import dataclasses
 import math
 import os
+from typing import Any
 
 import matplotlib
 
@@ -43,14 +44,15 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
-from .bounds import save_figure  # noqa: E402
 from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
+
+from .bounds import save_figure  # noqa: E402
 
 DELTA = 0.05
 
 #: name -> (rule, plot style); the order is the legend's
-RULES = {
+RULES: dict[str, tuple[Any, dict[str, Any]]] = {
     "no-clip": (NoClip(), dict(color="0.6", ls="--", label="no clip")),
     "ppo": (PPOClip(0.2), dict(color="0.2", ls=":", label="PPO [0.8, 1.2]", zorder=4)),
     "clip-higher": (ClipHigher(), dict(color="#d62728", ls="-.", label="Clip-Higher")),
@@ -78,7 +80,7 @@ class BanditConfig:
     seeds: int = 5
 
 
-QUICK = {"bandit": BanditConfig(), "bandit-adam": None}
+QUICK: dict[str, BanditConfig | None] = {"bandit": BanditConfig(), "bandit-adam": None}
 FULL = {"bandit": BanditConfig(steps=600, seeds=10),
         "bandit-adam": BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05)}
 
@@ -118,7 +120,7 @@ def run_bandit(rule_name: str, config: BanditConfig, seed: int = 0, progress=Non
     tail[list(config.tail_good)] = True
     optimizer = (torch.optim.SGD([logits], lr=config.lr) if config.optimizer == "sgd"
                  else torch.optim.Adam([logits], lr=config.lr))
-    history = {name: [] for name in BANDIT_METRICS}
+    history: dict[str, Any] = {name: [] for name in BANDIT_METRICS}
     try:
         for _ in range(config.steps):
             with torch.no_grad():

@@ -38,9 +38,10 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 from tqdm.auto import tqdm  # noqa: E402
 
+from bandsolve.torch import clipped_surrogate  # noqa: E402
+
 from .bounds import save_figure  # noqa: E402
 from .dynamics import RULES, _band_plot, mean_and_ci, write_csv  # noqa: E402
-from bandsolve.torch import clipped_surrogate  # noqa: E402
 
 DIGITS = 9
 LENGTH = 3
@@ -112,7 +113,8 @@ class TinyPolicy(nn.Module):
         """Logits over the 9 digits at each position."""
         n = tokens.shape[1]
         h = self.embed(tokens) + self.position[:n]
-        return self.head(self.body(h, mask=self.mask[:n, :n], is_causal=True))
+        mask: torch.Tensor = self.mask  # type: ignore[assignment]  # a registered buffer
+        return self.head(self.body(h, mask=mask[:n, :n], is_causal=True))
 
     def answer_logits(self, tokens):
         """Logits for the answer digits, given [prompt, answer] tokens."""
@@ -194,8 +196,8 @@ def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
     gen = torch.Generator().manual_seed(1000 + seed)
     eval_gen = torch.Generator()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    history = {name: [] for name in SEQUENCE_METRICS}
-    clipfrac = []
+    history: dict[str, list] = {name: [] for name in SEQUENCE_METRICS}
+    clipfrac: list = []
 
     def record():
         eval_gen.manual_seed(2000 + seed)  # the same evaluation samples' randomness each time
@@ -245,7 +247,7 @@ def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
 def sequence_study(config: SequenceConfig, rules=tuple(RULES), out="figures",
                    name="dynamics_sequence"):
     """Every rule and seed from one supervised fit per seed; CSV, figure, summary."""
-    per_rule = {rule: [] for rule in rules}
+    per_rule: dict[str, list] = {rule: [] for rule in rules}
     interrupted = False
     with tqdm(total=config.seeds * (len(rules) * config.steps), desc=name, unit="step") as bar:
         for seed in range(config.seeds):

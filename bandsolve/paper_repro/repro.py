@@ -207,7 +207,9 @@ def dynamics_claims(out, full=False):
     from ..analysis import dynamics, sequence
 
     configs = dynamics.FULL if full else dynamics.QUICK
-    results, bandit, _ = dynamics.bandit_study(configs["bandit"], out=out,
+    config = configs["bandit"]
+    assert config is not None  # only the Adam study is optional
+    results, bandit, _ = dynamics.bandit_study(config, out=out,
                                                name="dynamics_bandit")
     adam_text = ""
     if configs["bandit-adam"] is not None:
@@ -218,7 +220,6 @@ def dynamics_claims(out, full=False):
                      f"{_pm(adam['band-kl']['entropy'])}; tail mass PPO "
                      f"{_pm(adam['ppo']['tail_mass'])}, Band-KL "
                      f"{_pm(adam['band-kl']['tail_mass'])}.")
-    config = configs["bandit"]
     ppo, kl, tv = bandit["ppo"], bandit["band-kl"], bandit["band-tv"]
     tail_ok = kl["tail_mass"][0] - kl["tail_mass"][1] > ppo["tail_mass"][0] + ppo["tail_mass"][1]
     entropy_ok = kl["entropy"][0] > ppo["entropy"][0] and tv["entropy"][0] > ppo["entropy"][0]

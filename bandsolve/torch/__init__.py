@@ -12,8 +12,15 @@
 """
 
 from .bounds import BandTable, band, band_from_logp, compute_dtype
-from .losses import (LOSS_AGG_MODES, P_BUCKETS, PolicyLossConfig, aggregate, clip_metrics,
-                     clipped_surrogate, policy_loss)
+from .losses import (
+                     LOSS_AGG_MODES,
+                     P_BUCKETS,
+                     PolicyLossConfig,
+                     aggregate,
+                     clip_metrics,
+                     clipped_surrogate,
+                     policy_loss,
+)
 from .rules import DCPO, Band, ClipHigher, NoClip, PPOClip
 
 __all__ = ["band", "band_from_logp", "BandTable", "compute_dtype",

@@ -14,13 +14,19 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+from pathlib import Path
 
 import numpy as np
 import torch
 
 from .. import _validate, api
 from .. import table as _table
-from ..divergences import get_divergence
+from ..divergences import DivergenceLike, get_divergence
+
+#: (lower, upper) ratio bounds, tensors of the input's shape, dtype and device
+TensorBounds = tuple[torch.Tensor, torch.Tensor]
+Device = str | torch.device | None
 
 __all__ = ["BandTable", "band", "band_from_logp", "compute_dtype"]
 
@@ -107,7 +113,7 @@ class BandTable:
     a number).
     """
 
-    def __init__(self, data: _table.BandTableData, device=None):
+    def __init__(self, data: _table.BandTableData, device: Device = None) -> None:
         self.data = data
         self.device = torch.device(device) if device is not None else torch.device("cpu")
         self._sides = {dtype: (_SideTensors(data.lower, dtype, self.device),
@@ -115,13 +121,15 @@ class BandTable:
                        for dtype in (torch.float32, torch.float64)}
 
     @classmethod
-    def build(cls, divergence="kl", delta=0.05, *, max_ratio=None, device=None) -> "BandTable":
+    def build(cls, divergence: DivergenceLike = "kl", delta: float = 0.05, *,
+              max_ratio: float | None = None, device: Device = None) -> BandTable:
         """Tabulate and certify on the host (``bandsolve.table.build``, about
         0.1-0.3 s), then move to ``device``. Errors as :func:`bandsolve.band`."""
         return cls(_table.build(divergence, delta, max_ratio=max_ratio), device)
 
     @classmethod
-    def load(cls, path, device=None, *, verify: bool = True, divergence=None) -> "BandTable":
+    def load(cls, path: str | os.PathLike, device: Device = None, *, verify: bool = True,
+             divergence: DivergenceLike | None = None) -> BandTable:
         """Read a ``.npz`` or ``.pt`` file written by ``bandsolve export``.
 
         The checksum is always checked, and with ``verify=True`` a sample of
@@ -130,10 +138,10 @@ class BandTable:
         for a modified or corrupted file."""
         return cls(_table.load(path, verify=verify, divergence=divergence), device)
 
-    def save(self, path):
+    def save(self, path: str | os.PathLike) -> Path:
         return _table.save(self.data, path)
 
-    def to(self, device) -> "BandTable":
+    def to(self, device: Device) -> BandTable:
         return BandTable(self.data, device)
 
     @property
@@ -164,7 +172,7 @@ class BandTable:
             logp = log_prob.detach().to(dtype)
             return self._evaluate(logp, -torch.expm1(logp), dtype)
 
-    def from_p(self, p: torch.Tensor, *, validate: bool = True):
+    def from_p(self, p: torch.Tensor, *, validate: bool = True) -> TensorBounds:
         """(lower, upper) from probabilities in [0, 1]."""
         dtype = self._prepare(p, validate, from_logp=False)
         with torch.no_grad():
@@ -318,8 +326,8 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: bool):
     return _evaluate(x, delta, key, cap, from_logp, validate)  # a user-defined Divergence
 
 
-def band_from_logp(log_prob: torch.Tensor, delta: float, divergence="kl", *,
-                   max_ratio=None, validate: bool = True):
+def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
+                   max_ratio: float | None = None, validate: bool = True) -> TensorBounds:
     """The band from log-probabilities on any device: :func:`bandsolve.band_from_logp`
     for torch.
 
@@ -369,8 +377,8 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence="kl", *,
     return _dispatch(log_prob, delta, divergence, max_ratio, True, validate)
 
 
-def band(p: torch.Tensor, delta: float, divergence="kl", *, max_ratio=None,
-         validate: bool = True):
+def band(p: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
+         max_ratio: float | None = None, validate: bool = True) -> TensorBounds:
     """The band from probabilities in [0, 1]: :func:`bandsolve.band` for torch.
 
     As :func:`band_from_logp` in every respect, with ValueError (under

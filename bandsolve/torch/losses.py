@@ -14,7 +14,6 @@ tensors (no host synchronisation), computed under ``torch.no_grad()``.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import torch
 
@@ -44,7 +43,7 @@ class PolicyLossConfig:
 
     rule: object = dataclasses.field(default_factory=Band)
     loss_agg_mode: str = "token-mean"
-    dual_clip: Optional[float] = None
+    dual_clip: float | None = None
 
     def __post_init__(self):
         if self.loss_agg_mode not in LOSS_AGG_MODES:

@@ -28,7 +28,6 @@ clip can bind, and the band is not needed: the step runs as TRL's.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import torch
 from trl import GRPOConfig, GRPOTrainer
@@ -52,7 +51,7 @@ class BandGRPOConfig(GRPOConfig):
     band_divergence: str = dataclasses.field(
         default="kl", metadata={"help": "f-divergence: kl, rkl, tv, chi2, neyman_chi2, "
                                         "hellinger, js or alpha:<a>"})
-    band_max_ratio: Optional[float] = dataclasses.field(
+    band_max_ratio: float | None = dataclasses.field(
         default=10.0, metadata={"help": "cap on the upper bound (None: no cap)"})
 
 
@@ -88,13 +87,14 @@ class BandGRPOTrainer(GRPOTrainer):
         old_log_prob = inputs.get("old_per_token_logps")
         if old_log_prob is None:  # ratio == 1: no clip binds (module docstring)
             return super()._compute_loss(model, inputs)
+        args: BandGRPOConfig = self.args  # type: ignore[assignment]  # set in __init__
         lower, upper = band_from_logp(old_log_prob.detach().clamp(max=0.0),
-                                      self.args.band_delta, self.args.band_divergence,
-                                      max_ratio=self.args.band_max_ratio)
+                                      args.band_delta, args.band_divergence,
+                                      max_ratio=args.band_max_ratio)
         scalar_epsilons = (self.epsilon_low, self.epsilon_high)
         # TRL clamps to [1 - epsilon_low, 1 + epsilon_high]: per-token tensors
         # make that interval the band for this micro-batch only
-        self.epsilon_low, self.epsilon_high = 1.0 - lower, upper - 1.0
+        self.epsilon_low, self.epsilon_high = 1.0 - lower, upper - 1.0  # type: ignore[assignment]
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
@@ -103,7 +103,7 @@ class BandGRPOTrainer(GRPOTrainer):
         return loss
 
     def _log_band(self, lower, upper, mask):
-        mode = "train" if self.model.training else "eval"
+        mode = "train" if self.model is not None and self.model.training else "eval"
         mask = mask.to(torch.float32)
         totals = self.accelerator.reduce(torch.stack([
             (lower * mask).sum(), (upper.clamp(max=1e30) * mask).sum(),

@@ -65,7 +65,7 @@ class BandPOPolicyLossConfig(PolicyLossConfig):
     loss_mode: str = LOSS_NAME
     band_delta: float = 0.05
     band_divergence: str = "kl"
-    band_max_ratio: Optional[float] = 10.0
+    band_max_ratio: Optional[float] = 10.0  # noqa: UP045  # OmegaConf structured configs read Optional
     band_dual_clip: bool = True
     band_validate: bool = True
 
@@ -88,7 +88,7 @@ def compute_policy_loss_bandpo(
     response_mask: torch.Tensor,
     loss_agg_mode: str = "token-mean",
     config=None,
-    rollout_is_weights: Optional[torch.Tensor] = None,
+    rollout_is_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
     """BandPO's clipped surrogate in verl's policy-loss signature.
 
