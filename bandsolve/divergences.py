@@ -127,15 +127,17 @@ class Divergence:
         convex_generator : callable, optional
             f(w) with cvxpy atoms, for ``bandsolve.convex`` (see ``_convex_forms``).
 
-        Accuracy depends on how f is written: a formula that cancels near
-        u = 1 limits the bounds to the digits f keeps there.
-
         Raises
         ------
         ValueError
             If f(1) is not 0, or f(0) cannot be evaluated (NaN).
         TypeError
             If numba cannot compile f.
+
+        Notes
+        -----
+        Accuracy depends on how f is written: a formula that cancels near
+        u = 1 limits the bounds to the digits f keeps there.
         """
         f_user = f if isinstance(f, numba.core.dispatcher.Dispatcher) else _jit_user(f)
         try:

@@ -1,7 +1,8 @@
-"""Each promise the README makes, tested under a name that says which one.
+"""Each promise the README and the documentation make, tested under a name
+that says which one.
 
-Where the README shows code or output, the test reads it from README.md
-itself, so the text and the behaviour cannot drift apart.
+Where they show code or output, the test reads it from README.md and docs/
+themselves, so the text and the behaviour cannot drift apart.
 """
 
 import math
@@ -15,12 +16,17 @@ import reference as ref
 import bandsolve as bs
 from bandsolve.cli import main as cli_main
 
-README = (pathlib.Path(__file__).parent.parent / "README.md").read_text()
+ROOT = pathlib.Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+#: the README and every documentation page, by path
+PAGES = {"README.md": README, **{str(p.relative_to(ROOT)): p.read_text()
+                                 for p in sorted((ROOT / "docs").rglob("*.md"))}}
 
 
 def _readme_block(marker: str) -> str:
-    """The fenced code block of the README that contains ``marker``."""
-    for block in re.findall(r"```(?:\w+)?\n(.*?)```", README, flags=re.S):
+    """The fenced code block of the README or the docs that contains ``marker``."""
+    text = "\n".join(PAGES.values())
+    for block in re.findall(r"```(?:\w+)?\n(.*?)```", text, flags=re.S):
         if marker in block:
             return block
     raise AssertionError(f"no README code block contains {marker!r}")
@@ -117,11 +123,26 @@ def test_claim_unknown_divergence_name_lists_the_known_ones():
 
 
 def test_claim_the_readme_links_nothing_outside_the_repository():
-    root = pathlib.Path(__file__).parent.parent
     for target in re.findall(r"\]\(([^)#]+)", README):
         assert not target.startswith(("http", "..", "/")), target
-        assert (root / target).exists(), target
+        assert (ROOT / target).exists(), target
     assert "shared/" not in README
+
+
+def test_claim_the_docs_link_nothing_outside_the_repository():
+    """Pages link pages (mkdocs build --strict checks those in CI) or the
+    figures the build publishes; nothing on the web, nothing above docs/."""
+    for path, text in PAGES.items():
+        if path == "README.md":
+            continue
+        page = ROOT / path
+        for target in re.findall(r"\]\(([^)#\s]+)", text):
+            assert not target.startswith(("http", "/")), (path, target)
+            if target.startswith("figures/") or target.startswith("../figures/"):
+                assert (ROOT / "figures" / pathlib.Path(target).name).exists(), (path, target)
+            else:
+                assert (page.parent / target).resolve().exists(), (path, target)
+        assert "shared/" not in text and "MATH.md" not in text, path
 
 
 def test_claim_torch_returns_float32_for_half_input_and_no_gradient():
