@@ -1,6 +1,6 @@
 """Entropy-collapse dynamics: does fixed clipping freeze the tail, and does the band not?
 
-    python -m analysis.dynamics [--full] [--part bandit|sequence|both] [--out figures]
+    python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier] [--out figures]
 
 Both parts train with GRPO (group-normalised advantages) and several
 optimisation epochs per rollout batch, so that ratios leave 1 and clipping
@@ -18,6 +18,10 @@ DCPO and Band (kl, tv, chi2) at delta = 0.05. The losses are
     fractions by old-probability bucket.
 
 (b) Sequence task (``run_sequence``): see ``bandsolve.analysis.sequence``.
+
+(c) The frontier (``--part frontier``): every rule over a grid of its own
+    hyperparameter, reward against entropy at equal reward and at matched
+    step size; see ``bandsolve.analysis.frontier``.
 
 Each part writes a CSV of every metric (one row per rule, seed and step) and a
 figure (PNG and PDF) with the mean and a 95% confidence band over seeds. The
@@ -84,7 +88,7 @@ QUICK: dict[str, BanditConfig | None] = {"bandit": BanditConfig(), "bandit-adam"
 FULL = {"bandit": BanditConfig(steps=600, seeds=10),
         "bandit-adam": BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05)}
 
-BANDIT_METRICS = ("entropy", "success", "tail_mass", "clipfrac",
+BANDIT_METRICS = ("entropy", "success", "tail_mass", "step_kl", "clipfrac",
                   *(f"clipfrac/{name}" for name, _, _ in P_BUCKETS))
 
 
@@ -102,13 +106,15 @@ def _bucket_clip_fractions(clipped, old_log_prob):
     return torch.stack(out, 1)
 
 
-def run_bandit(rule_name: str, config: BanditConfig, seed: int = 0, progress=None):
+def run_bandit(rule_name, config: BanditConfig, seed: int = 0, progress=None):
     """Train ``config.seeds`` independent policies (one batch dimension) with one rule.
 
+    ``rule_name`` is a key of ``RULES`` or a rule object (with ``bounds``).
     Returns {metric: array (steps, seeds)} for ``BANDIT_METRICS``; fewer rows
-    if interrupted. Deterministic for a given (rule, config, seed).
+    if interrupted. ``step_kl`` is each step's KL(pi_old || pi_new), averaged
+    over contexts. Deterministic for a given (rule, config, seed).
     """
-    rule = RULES[rule_name][0]
+    rule = RULES[rule_name][0] if isinstance(rule_name, str) else rule_name
     S, C, V, G = config.seeds, config.contexts, config.vocab, config.group
     gen = torch.Generator().manual_seed(seed)
     rank = torch.arange(1, V + 1, dtype=torch.float64)
@@ -144,6 +150,9 @@ def run_bandit(rule_name: str, config: BanditConfig, seed: int = 0, progress=Non
             with torch.no_grad():
                 # clipped after the last epoch: where the clip zeroes the gradient
                 clipped = ((ratio > upper) & (advantage > 0)) | ((ratio < lower) & (advantage < 0))
+                log_new = torch.log_softmax(logits, -1)
+                step_kl = (log_pi.exp() * (log_pi - log_new)).sum(-1).mean(-1)
+                history["step_kl"].append(step_kl.numpy())
                 pi = torch.softmax(logits, -1)
                 entropy = -(pi * torch.log(pi.clamp(min=1e-300))).sum(-1).mean(-1)
                 history["entropy"].append(entropy.numpy())
@@ -315,9 +324,20 @@ def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="more seeds and steps")
-    parser.add_argument("--part", choices=("bandit", "sequence", "both"), default="both")
+    parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier"),
+                        default="both", help="both: bandit and sequence; frontier: every "
+                                             "rule over its own hyperparameter")
     parser.add_argument("--out", default="figures")
     args = parser.parse_args(argv)
+    if args.part == "frontier":
+        from . import frontier
+
+        result = frontier.study(frontier.FULL if args.full else frontier.QUICK, out=args.out)
+        print("\n".join(result["paths"]))
+        for (optimizer, metric), v in result["verdicts"].items():
+            print(f"{optimizer} {metric}: bands {v['verdict']} ({v['higher']} higher, "
+                  f"{v['lower']} lower of {v['comparisons']} comparisons)")
+        return 0
     configs = FULL if args.full else QUICK
     if args.part in ("bandit", "both"):
         for name, config in configs.items():
