@@ -47,14 +47,44 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
         f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
 
 
+def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
+    """``out`` validated: a pair of writable float64 arrays of the result's
+    shape that overlap neither each other nor an input."""
+    if out is None:
+        return None
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise TypeError(f"out must be a pair (lower, upper) of float64 arrays "
+                        f"(got {type(out).__name__})")
+    for name, arr in zip(("out[0] (lower)", "out[1] (upper)"), out):
+        if not isinstance(arr, np.ndarray):
+            raise TypeError(f"{name} must be a numpy array (got {type(arr).__name__})")
+        if arr.dtype != np.float64:
+            raise TypeError(f"{name} must have dtype float64 (got {arr.dtype})")
+        if arr.shape != tuple(shape):
+            raise ValueError(f"{name} must have the broadcast shape {tuple(shape)} "
+                             f"(got {arr.shape})")
+        if not arr.flags.writeable:
+            raise ValueError(f"{name} is read-only")
+        for input_name, source in inputs:
+            if np.shares_memory(arr, source):
+                raise ValueError(f"{name} overlaps the input {input_name}: the kernels "
+                                 "read the input while they write the bounds")
+    if np.shares_memory(out[0], out[1]):
+        raise ValueError("out[0] and out[1] overlap: lower and upper need their own memory")
+    return tuple(out)
+
+
 def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Divergence,
-           max_ratio: float):
+           max_ratio: float, out: tuple | None = None):
     n = int(np.prod(shape, dtype=np.int64))
-    # np.zeros, not np.empty: calloc hands out fresh zero pages, which the
-    # kernel's threads fault in about 3x faster than recycled heap memory
-    # (measured: 4 ms against 13 ms for two 1e6 outputs, benchmarks/RESULTS.md)
-    lower = np.zeros(n)
-    upper = np.zeros(n)
+    if out is not None and all(a.flags.c_contiguous for a in out):
+        lower, upper = (a.reshape(-1) for a in out)  # views: the kernels write in place
+    else:
+        # np.zeros, not np.empty: calloc hands out fresh zero pages, which the
+        # kernel's threads fault in about 3x faster than recycled heap memory
+        # (measured: 4 ms against 13 ms for two 1e6 outputs, benchmarks/RESULTS.md)
+        lower = np.zeros(n)
+        upper = np.zeros(n)
     if n and div.margins is not None:
         _solver.band_by_closed_form(x, from_logp, delta, div.parameter, div.margins,
                                     lower, upper)
@@ -73,20 +103,27 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
             _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures)
     if max_ratio != np.inf:
         np.minimum(upper, max_ratio, out=upper)
-    return lower.reshape(shape), upper.reshape(shape)
+    if out is None:
+        return lower.reshape(shape), upper.reshape(shape)
+    for target, result in zip(out, (lower, upper)):
+        if not np.shares_memory(target, result):  # a layout the kernels could not write
+            np.copyto(target, result.reshape(shape))
+    return out[0], out[1]
 
 
-def _validated_band(x: np.ndarray, from_logp: bool, delta, divergence, max_ratio):
+def _validated_band(x: np.ndarray, from_logp: bool, delta, divergence, max_ratio, out=None):
     """The rest of band / band_from_logp once p or log p is checked."""
     div = get_divergence(divergence)
     delta_arr = _validate.check_delta(delta)
     cap = _validate.check_max_ratio(max_ratio)
     shape, x_flat, delta_flat = _validate.flat_operands(x, delta_arr)
-    return _solve(x_flat, from_logp, delta_flat, shape, div, cap)
+    name = "logp" if from_logp else "p"
+    out = _check_out(out, shape, ((name, x), ("delta", delta_arr)))
+    return _solve(x_flat, from_logp, delta_flat, shape, div, cap, out)
 
 
 def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
-         max_ratio: float | None = None) -> Bounds:
+         max_ratio: float | None = None, out: tuple | None = None) -> Bounds:
     """Ratio bounds [lower, upper] of the f-divergence trust region.
 
     The band of a token with old probability p is the set of ratios
@@ -107,11 +144,18 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     max_ratio : float, optional
         Cap on the upper bound (the paper's runs use 10). A policy of the
         caller, not part of the band; must be >= 1.
+    out : (ndarray, ndarray), optional
+        Arrays to write (lower, upper) into, as with a ufunc's ``out``: float64,
+        writable, of the broadcast shape, overlapping neither each other nor
+        ``p`` or ``delta``. C-contiguous arrays are written in place by the
+        kernels (no allocation); other layouts are filled by one copy. They
+        are returned. If an error is raised, their contents are unspecified.
 
     Returns
     -------
     lower, upper : ndarray of float64
-        Same shape as the broadcast inputs (0-d for scalars), with
+        ``out`` if given, else new arrays: the same shape as the broadcast
+        inputs (0-d for scalars), with
         ``0 <= lower <= 1 <= upper <= 1/p``.
 
         * Saturation is exact: ``upper == 1/p`` where g_f(p, 1/p) <= delta
@@ -126,7 +170,7 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     likewise for ``upper``, with eps = 2.2e-16, for p in [1e-300, 1] and
     every delta the API accepts (5e-324 to float64's maximum), from p and
     from log p (tested against mpmath at 60 digits or more, next to the
-    saturation thresholds too; the README's accuracy table has the measured
+    saturation thresholds too; the accuracy table in docs/accuracy.md has the measured
     worst cases and the one documented exception, rkl at 1 - p below
     1e-312). Where g overflows float64 next to a root, BandSolveError is
     raised instead. A user-defined divergence is as accurate as its formula.
@@ -134,23 +178,27 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     Raises
     ------
     TypeError
-        Non-real input (booleans, complex, strings, objects), or a divergence
-        that is neither a name nor a Divergence.
+        Non-real input (booleans, complex, strings, objects), a divergence
+        that is neither a name nor a Divergence, or an ``out`` that is not a
+        pair of float64 numpy arrays.
     ValueError
         NaN or inf in p or delta, p outside [0, 1], delta <= 0, max_ratio < 1,
         shapes that do not broadcast, or an unknown divergence name. The
-        message gives the count of bad elements and the first index.
+        message gives the count of bad elements and the first index. Also an
+        ``out`` array of the wrong shape, read-only, or overlapping an input
+        or the other ``out`` array.
     BandSolveError
         If a bound cannot be resolved: g overflows float64 next to it (alpha
         with a > 1, or a user generator, at delta near 1e300 and tiny p), or
         the root finder does not converge (never observed for the built-in
         divergences). Never a silent NaN or a wrong bound.
     """
-    return _validated_band(_validate.check_probability(p), False, delta, divergence, max_ratio)
+    return _validated_band(_validate.check_probability(p), False, delta, divergence, max_ratio,
+                           out)
 
 
 def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
-                   max_ratio: float | None = None) -> Bounds:
+                   max_ratio: float | None = None, out: tuple | None = None) -> Bounds:
     """:func:`band` from log-probabilities, as trainers hold them.
 
     The exact input is taken to be p = exp(logp). Working from logp is more
@@ -162,7 +210,7 @@ def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike
     ----------
     logp : array_like
         log p <= 0; -inf means p = 0.
-    delta, divergence, max_ratio
+    delta, divergence, max_ratio, out
         As in :func:`band`.
 
     Returns
@@ -176,7 +224,7 @@ def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike
         As in :func:`band`; ValueError for logp > 0, NaN or +inf.
     """
     return _validated_band(_validate.check_log_probability(logp), True, delta, divergence,
-                           max_ratio)
+                           max_ratio, out)
 
 
 def binary_divergence(p: ArrayLike, r: ArrayLike,

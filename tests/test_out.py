@@ -1,0 +1,78 @@
+"""``out=`` on band and band_from_logp: written in place like a ufunc's, the
+same numbers as without it, any layout, and every misuse a clear error."""
+
+import numpy as np
+import pytest
+
+import bandsolve as bs
+
+NAMES = ["kl", "tv", "chi2", "js", "alpha:0.5"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("n", [1, 7, 40_000])  # 40,000: the warm-started batch path
+def test_out_is_written_in_place_with_the_same_numbers(name, n):
+    p = np.geomspace(1e-9, 1 - 1e-9, n)
+    expected = bs.band(p, 0.05, name, max_ratio=10.0)
+    out = (np.full(n, np.nan), np.full(n, -7.0))  # garbage: every element is written
+    result = bs.band(p, 0.05, name, max_ratio=10.0, out=out)
+    assert result[0] is out[0] and result[1] is out[1]
+    np.testing.assert_array_equal(out[0], expected[0])
+    np.testing.assert_array_equal(out[1], expected[1])
+    logp = np.log(p)
+    got = bs.band_from_logp(logp, 0.05, name, out=(np.empty(n), np.empty(n)))
+    np.testing.assert_array_equal(got[1], bs.band_from_logp(logp, 0.05, name)[1])
+
+
+def test_out_with_broadcasting_and_odd_layouts():
+    p = np.linspace(0.01, 0.99, 12).reshape(3, 4)
+    delta = np.array([[0.01], [0.1], [1.0]])
+    expected = bs.band(p, delta, "kl")
+    fortran = (np.empty((3, 4), order="F"), np.empty((3, 4), order="F"))
+    bs.band(p, delta, "kl", out=fortran)
+    np.testing.assert_array_equal(fortran[0], expected[0])
+    strided = np.empty((3, 8))[:, ::2], np.empty((3, 8))[:, 1::2]  # one buffer, interleaved
+    bs.band(p, delta, "kl", out=strided)
+    np.testing.assert_array_equal(strided[1], expected[1])
+    zero_d = (np.empty(()), np.empty(()))
+    bs.band(0.3, 0.05, "tv", out=zero_d)
+    assert zero_d[0] == pytest.approx(1 - 0.05 / 0.3) and zero_d[1] == pytest.approx(1 + 0.05 / 0.3)
+
+
+def test_out_list_is_accepted_and_empty_arrays_work():
+    lo, hi = np.empty(0), np.empty(0)
+    assert bs.band(np.empty(0), 0.05, out=[lo, hi])[0] is lo
+
+
+@pytest.mark.parametrize("make_out, exc, match", [
+    (lambda p: np.empty(4), TypeError, "pair"),
+    (lambda p: (np.empty(4),), TypeError, "pair"),
+    (lambda p: (np.empty(4, np.float32), np.empty(4)), TypeError, r"out\[0\].*float64"),
+    (lambda p: (np.empty(4), [0.0] * 4), TypeError, r"out\[1\].*numpy array"),
+    (lambda p: (np.empty(3), np.empty(4)), ValueError, r"out\[0\].*shape \(4,\)"),
+    (lambda p: (np.empty(4), np.empty((4, 1))), ValueError, r"out\[1\].*shape"),
+    (lambda p: (np.empty(4), _readonly(np.empty(4))), ValueError, "read-only"),
+    (lambda p: (p, np.empty(4)), ValueError, "overlaps the input p"),
+    (lambda p: (np.empty(4), p[::-1]), ValueError, "overlaps the input p"),
+    (lambda p: _same(), ValueError, "out\\[0\\] and out\\[1\\] overlap"),
+])
+def test_bad_out_raises(make_out, exc, match):
+    p = np.array([0.1, 0.2, 0.3, 0.4])
+    with pytest.raises(exc, match=match):
+        bs.band(p, 0.05, "kl", out=make_out(p))
+
+
+def test_out_overlapping_delta_raises():
+    buffer = np.full(4, 0.05)
+    with pytest.raises(ValueError, match="overlaps the input delta"):
+        bs.band(np.array([0.1, 0.2, 0.3, 0.4]), buffer, "kl", out=(buffer, np.empty(4)))
+
+
+def _readonly(a):
+    a.setflags(write=False)
+    return a
+
+
+def _same():
+    a = np.empty(4)
+    return a, a
