@@ -143,14 +143,14 @@ def run(config: FrontierConfig = QUICK, seed: int = 0, progress: bool = True) ->
                         grid_rows += _run(rule, param_name, value, obj, bandit, optimizer,
                                           seed, bar)
                 rows += [dict(r, kind="grid") for r in grid_rows]
-                for rule, value in matched_values(grid_rows).items():
-                    if value is None:
+                for rule, matched in matched_values(grid_rows).items():
+                    if matched is None:
                         continue
                     bar.set_postfix_str(f"{optimizer} {rule} matched")
                     name = table[rule][0][0]
                     rows += [dict(r, kind="matched") for r in
-                             _run(rule, name, value, _rule_at(rule, value), bandit, optimizer,
-                                  seed, bar)]
+                             _run(rule, name, matched, _rule_at(rule, matched), bandit,
+                                  optimizer, seed, bar)]
         except KeyboardInterrupt:
             pass
     return rows
@@ -161,7 +161,7 @@ def summarize(rows: list[dict]) -> dict[tuple, dict[str, tuple[float, float]]]:
     groups: dict[tuple, list[dict]] = {}
     for r in rows:
         groups.setdefault((r["optimizer"], r["kind"], r["rule"], r["value"]), []).append(r)
-    out = {}
+    out: dict[tuple, dict[str, tuple[float, float]]] = {}
     for key, members in groups.items():
         out[key] = {}
         for m in METRICS:
