@@ -81,7 +81,7 @@ def test_verdict_without_reward_overlap_says_so():
     curves = {rule: [(0.1, 1.0, 0.1), (0.2, 1.0, 0.1)] for rule in frontier.CLIPS}
     curves |= {rule: [(0.8, 5.0, 0.1)] for rule in frontier.BANDS}
     v = frontier.verdict(_summary("sgd", curves), "sgd", "entropy")
-    assert v["comparisons"] == 0 and v["verdict"].startswith("not comparable")
+    assert v["comparisons"] == 0 and v["verdict"].startswith("is not comparable")
 
 
 def test_summary_ci_is_the_seed_ci():
@@ -91,3 +91,11 @@ def test_summary_ci_is_the_seed_ci():
     assert stats[0] == pytest.approx(2.0)
     # 95% t interval, 2 degrees of freedom: 4.303 * 1 / sqrt(3)
     assert stats[1] == pytest.approx(4.303 / np.sqrt(3), rel=1e-3)
+
+
+def test_unmatched_rules_report_their_kl_range():
+    rows = [dict(optimizer="sgd", kind="grid", rule=rule, value=v, seed=0, step_kl=kl)
+            for rule, v, kl in (("ppo", 0.2, 1e-3), ("band-kl", 0.01, 3e-3),
+                                ("band-kl", 0.05, 5e-3), ("band-tv", 0.01, 5e-4),
+                                ("band-tv", 0.1, 2e-3))]
+    assert frontier.unmatched(rows, "sgd") == {"band-kl": (3e-3, 5e-3, 1e-3)}

@@ -335,7 +335,7 @@ def main(argv=None):
         result = frontier.study(frontier.FULL if args.full else frontier.QUICK, out=args.out)
         print("\n".join(result["paths"]))
         for (optimizer, metric), v in result["verdicts"].items():
-            print(f"{optimizer} {metric}: bands {v['verdict']} ({v['higher']} higher, "
+            print(f"{optimizer} {metric}: the band frontier {v['verdict']} ({v['higher']} higher, "
                   f"{v['lower']} lower of {v['comparisons']} comparisons)")
         return 0
     configs = FULL if args.full else QUICK

@@ -70,10 +70,14 @@ class FrontierConfig:
     deltas: tuple = (0.01, 0.02, 0.05, 0.1, 0.2)
 
 
-QUICK = FrontierConfig(BanditConfig(contexts=16, steps=150, seeds=3),
-                       eps=(0.1, 0.2, 0.4), eps_high=(0.28, 0.6), dcpo_scale=(0.5, 2.0),
-                       deltas=(0.01, 0.05, 0.2))
-FULL = FrontierConfig(BanditConfig(steps=300, seeds=5))
+# the grids reach down to steps smaller than PPO's at eps = 0.2 (a band lets
+# tail tokens move, so its per-step KL at delta = 0.01 is already above PPO's)
+QUICK = FrontierConfig(BanditConfig(contexts=16, steps=200, seeds=5),
+                       eps=(0.1, 0.2, 0.4), eps_high=(0.2, 0.28, 0.6),
+                       dcpo_scale=(0.1, 0.5, 2.0), deltas=(0.001, 0.003, 0.01, 0.05, 0.2))
+FULL = FrontierConfig(BanditConfig(steps=300, seeds=5), eps=(0.05, 0.1, 0.2, 0.3, 0.5),
+                      eps_high=(0.2, 0.28, 0.4, 0.6), dcpo_scale=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
+                      deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2))
 
 
 def _matched_delta(divergence: str) -> float:
@@ -235,7 +239,7 @@ def verdict(summary, optimizer: str, metric: str) -> dict[str, Any]:
                 elif gap < -math.hypot(point[3], ci):
                     lower += 1
     if total == 0:
-        word = "not comparable (no reward overlap)"
+        word = "is not comparable (no reward overlap)"
     elif lower == 0 and 2 * higher >= total:
         word = "dominates"
     elif higher == 0 and 2 * lower >= total:
@@ -283,7 +287,7 @@ def figure(summary, optimizers: tuple[str, ...]):
             ax.set_yscale("log")
             ax.set_xlabel("expected reward per sample, mean over training")
             ax.set_ylabel(label)
-            ax.set_title(f"{optimizer.upper()}: bands {v['verdict']} "
+            ax.set_title(f"{optimizer.upper()}: the band frontier {v['verdict']}\n"
                          f"({v['higher']} higher, {v['lower']} lower of {v['comparisons']})",
                          fontsize=10)
             ax.grid(True, alpha=0.3, which="both")
@@ -323,5 +327,23 @@ def study(config: FrontierConfig = QUICK, out: str = "figures", name: str = "dyn
     verdicts = {(o, m): verdict(summary, o, m) for o in optimizers
                 for m in ("entropy", "tail_mass")}
     return dict(summary=summary, verdicts=verdicts,
-                matched={o: matched_table(summary, o) for o in optimizers}, paths=paths,
-                rows=rows)
+                matched={o: matched_table(summary, o) for o in optimizers},
+                unmatched={o: unmatched(rows, o) for o in optimizers}, paths=paths, rows=rows)
+
+
+def unmatched(rows: list[dict], optimizer: str) -> dict[str, tuple[float, float, float]]:
+    """Rules whose grid does not bracket PPO's per-step KL under ``optimizer``:
+    rule -> (lowest, highest grid KL, PPO's)."""
+    grid = [r for r in rows if r["optimizer"] == optimizer and r["kind"] == "grid"]
+    if not any(r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1] for r in grid):
+        return {}
+    target = float(np.mean([r["step_kl"] for r in grid
+                            if r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1]]))
+    out = {}
+    for rule, value in matched_values(grid).items():
+        if value is None:
+            kl = [float(np.mean([r["step_kl"] for r in grid
+                                 if r["rule"] == rule and r["value"] == v]))
+                  for v in {r["value"] for r in grid if r["rule"] == rule}]
+            out[rule] = (min(kl), max(kl), target)
+    return out

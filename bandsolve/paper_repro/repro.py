@@ -218,11 +218,16 @@ def _frontier_text(fr) -> tuple[str, bool]:
         entries = ", ".join(f"{rule} {value:.3g}: reward {reward[0]:.3f}, entropy "
                             f"{entropy[0]:.3f} ± {entropy[1]:.3f}, tail {tail[0]:.3f}"
                             for rule, value, reward, entropy, tail, _ in rows)
+        missing = fr.get("unmatched", {}).get(optimizer, {})
+        if missing:
+            entries += "; not matched in the grid (its per-step KL against PPO's): " + \
+                ", ".join(f"{rule} {lo:.2g} to {hi:.2g} against {target:.2g}"
+                          for rule, (lo, hi, target) in missing.items())
         parts.append(f"{optimizer.upper()}: {entries}")
     text = (" The frontier (every rule over its own hyperparameter, compared at equal "
-            "reward; figures/dynamics_frontier.png): in entropy the bands "
+            "reward; figures/dynamics_frontier.png): in entropy the band frontier "
             f"{said('sgd', 'entropy')} under SGD and {said('adam', 'entropy')} under Adam; "
-            f"in tail mass {said('sgd', 'tail_mass')} under SGD and "
+            f"in tail mass it {said('sgd', 'tail_mass')} under SGD and "
             f"{said('adam', 'tail_mass')} under Adam. At matched step size (the mean "
             "per-step KL(old||new) of PPO at eps = 0.2): " + "; ".join(parts) + ".")
     ok = fr["verdicts"].get(("sgd", "entropy"), {}).get("verdict") == "dominates"
@@ -336,7 +341,8 @@ def report(claims, seconds, figures_link="figures") -> str:
     for c in claims:
         lines.append(f"| {c.claim} | {c.paper} | {c.ours} | {c.verdict} |")
     n_ok = sum(c.verdict.startswith("reproduces") for c in claims)
-    names = ("fig1_bounds", "fig2_plane", "dynamics_bandit", "dynamics_sequence")
+    names = ("fig1_bounds", "fig2_plane", "dynamics_bandit", "dynamics_sequence",
+             "dynamics_frontier")
     links = ", ".join(f"[`{name}.png`]({figures_link}/{name}.png)" for name in names)
     lines += ["", f"{n_ok} of {len(claims)} claims reproduce (some qualitatively only); the "
               f"rest are marked with the reason. Figures: {links}; every metric of the "
