@@ -202,7 +202,9 @@ def _mean_change(p, eps_low, eps_high, div, max_ratio):
 
     def change(delta):
         lo, hi = api.band(p, delta, div, max_ratio=max_ratio)
-        return float(np.mean(p * (hi - lo)))
+        # p = 0 can move no probability: its upper bound inf counts 0, not nan
+        with np.errstate(invalid="ignore"):
+            return float(np.mean(np.where(p > 0, p * (hi - lo), 0.0)))
 
     return change, float(np.mean(p * (upper - lower))), 0
 

@@ -176,3 +176,15 @@ def test_cli_reads_samples_and_reports_errors(tmp_path, capsys):
     np.save(tmp_path / "bad.npy", np.array([0.5]))
     assert main(["calibrate", "--logp", str(tmp_path / "bad.npy")]) == 2
     assert "logp must be <= 0" in capsys.readouterr().err
+
+
+def test_regression_tokens_of_probability_zero_count_zero_change():
+    """logp = -inf (p = 0) has the band [0, inf]: 0 * inf gave a NaN mean and
+    an 'out of reach' error with the range 'nan to nan'."""
+    with_zero = calibrate_delta("kl", logp=[-np.inf, -1.0])
+    alone = calibrate_delta("kl", logp=[-1.0])
+    p = math.exp(-1.0)
+    lo, hi = bs.band(p, with_zero.delta, "kl")
+    assert p * (hi - lo) / 2 == pytest.approx(with_zero.goal, rel=1e-9)
+    assert with_zero.goal == pytest.approx(alone.goal / 2)
+    assert calibrate_delta("tv", logp=[-np.inf, -1.0], target="mean_divergence").excluded == 2

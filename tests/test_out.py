@@ -76,3 +76,18 @@ def _readonly(a):
 def _same():
     a = np.empty(4)
     return a, a
+
+
+def test_unaligned_out_and_input():
+    def unaligned(values):
+        a = np.ndarray(len(values), dtype=np.float64, buffer=bytearray(8 * len(values) + 1),
+                       offset=1)
+        a[:] = values
+        return a
+
+    p = unaligned([0.1, 0.2, 0.3, 0.4, 0.5])
+    assert not p.flags.aligned
+    lower = unaligned([np.nan] * 5)
+    expected = bs.band(np.array(p), 0.05, "kl")
+    bs.band(p, 0.05, "kl", out=(lower, np.empty(5)))
+    np.testing.assert_array_equal(lower, expected[0])
