@@ -326,8 +326,53 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: bool):
     return _evaluate(x, delta, key, cap, from_logp, validate)  # a user-defined Divergence
 
 
+def _memory_range(t: torch.Tensor) -> tuple[int, int]:
+    """The bytes [start, end) a tensor's elements span (torch strides are >= 0)."""
+    if t.numel() == 0:
+        return t.data_ptr(), t.data_ptr()
+    last = sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()))
+    return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
+
+
+def _check_out(out, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``out`` validated against the result the input gives: a pair of tensors
+    of its shape, dtype (float64 for float64 input, else float32) and device,
+    sharing memory neither with each other nor with the input."""
+    if out is None:
+        return None
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise TypeError(f"out must be a pair (lower, upper) of tensors (got {type(out).__name__})")
+    dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
+    ranges = {name: _memory_range(x)}
+    for label, t in zip(("out[0] (lower)", "out[1] (upper)"), out):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"{label} must be a tensor (got {type(t).__name__})")
+        if t.dtype != dtype:
+            raise TypeError(f"{label} must have dtype {dtype} for {x.dtype} input (got {t.dtype})")
+        if t.shape != x.shape:
+            raise ValueError(f"{label} must have the input's shape {tuple(x.shape)} "
+                             f"(got {tuple(t.shape)})")
+        if t.device != x.device:
+            raise ValueError(f"{label} must be on the input's device {x.device} (got {t.device})")
+        start, end = _memory_range(t)
+        for other, (lo, hi) in ranges.items():
+            if t.numel() and start < hi and lo < end:
+                raise ValueError(f"{label} shares memory with {other}")
+        ranges[label] = (start, end)
+    return out[0], out[1]
+
+
+def _into(bounds: TensorBounds, out: tuple[torch.Tensor, torch.Tensor] | None) -> TensorBounds:
+    if out is None:
+        return bounds
+    out[0].copy_(bounds[0])
+    out[1].copy_(bounds[1])
+    return out
+
+
 def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
-                   max_ratio: float | None = None, validate: bool = True) -> TensorBounds:
+                   max_ratio: float | None = None, validate: bool = True,
+                   out: tuple[torch.Tensor, torch.Tensor] | None = None) -> TensorBounds:
     """The band from log-probabilities on any device: :func:`bandsolve.band_from_logp`
     for torch.
 
@@ -343,12 +388,17 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
         Cap on the upper bound, >= 1.
     validate : bool
         Check the values (one device-to-host read); ``False`` for the hot path.
+    out : (Tensor, Tensor), optional
+        Tensors to write (lower, upper) into, as in :func:`bandsolve.band`:
+        the result's shape, dtype and device, sharing memory neither with
+        each other nor with the input. They are returned.
 
     Returns
     -------
     lower, upper : Tensor
-        Shape and device of ``log_prob``; float64 for float64 input, float32
-        otherwise; no gradient. Edge values as in :func:`bandsolve.band`.
+        ``out`` if given, else new tensors: shape and device of ``log_prob``;
+        float64 for float64 input, float32 otherwise; no gradient. Edge
+        values as in :func:`bandsolve.band`.
 
     Accuracy
     --------
@@ -366,19 +416,25 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
     ------
     TypeError
         ``log_prob`` not a tensor, or not a floating dtype; a divergence that
-        is neither a name nor a Divergence.
+        is neither a name nor a Divergence; ``out`` not a pair of tensors of
+        the result's dtype.
     ValueError
         delta <= 0, NaN, inf or not a scalar; max_ratio < 1; an unknown
-        divergence; and, with ``validate``, NaN, +inf or log p > 0.
+        divergence; and, with ``validate``, NaN, +inf or log p > 0; ``out``
+        of another shape or device, or sharing memory with the input or
+        with each other.
 
     The first call for a (divergence, delta, max_ratio, device) builds the
     table (about 0.1 s); later calls reuse it.
     """
-    return _dispatch(log_prob, delta, divergence, max_ratio, True, validate)
+    checked = _check_out(out, log_prob, "log_prob") if isinstance(log_prob, torch.Tensor) \
+        else None
+    return _into(_dispatch(log_prob, delta, divergence, max_ratio, True, validate), checked)
 
 
 def band(p: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
-         max_ratio: float | None = None, validate: bool = True) -> TensorBounds:
+         max_ratio: float | None = None, validate: bool = True,
+         out: tuple[torch.Tensor, torch.Tensor] | None = None) -> TensorBounds:
     """The band from probabilities in [0, 1]: :func:`bandsolve.band` for torch.
 
     As :func:`band_from_logp` in every respect, with ValueError (under
@@ -386,4 +442,5 @@ def band(p: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
     :func:`band_from_logp` where log-probabilities are at hand: it resolves
     p near 1, where p itself has rounded.
     """
-    return _dispatch(p, delta, divergence, max_ratio, False, validate)
+    checked = _check_out(out, p, "p") if isinstance(p, torch.Tensor) else None
+    return _into(_dispatch(p, delta, divergence, max_ratio, False, validate), checked)

@@ -1,0 +1,51 @@
+"""``out=`` on bandsolve.torch.band / band_from_logp, mirroring the numpy API."""
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import bandsolve as bs  # noqa: E402
+import bandsolve.torch as bt  # noqa: E402
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_out_receives_the_same_bounds(dtype):
+    logp = torch.log(torch.linspace(1e-6, 1.0, 1000, dtype=torch.float64)).to(dtype)
+    expected = bt.band_from_logp(logp, 0.05, "kl", max_ratio=10.0)
+    out = (torch.full_like(expected[0], float("nan")), torch.empty_like(expected[1]))
+    got = bt.band_from_logp(logp, 0.05, "kl", max_ratio=10.0, out=out)
+    assert got[0] is out[0] and got[1] is out[1]
+    assert torch.equal(out[0], expected[0]) and torch.equal(out[1], expected[1])
+    p = logp.exp()
+    bt.band(p, 0.05, "tv", out=out)
+    lo, hi = bs.band(p.double().numpy(), 0.05, "tv")
+    np.testing.assert_allclose(out[1].double().numpy(), hi, rtol=1e-5)
+
+
+@pytest.mark.parametrize("make_out, exc, match", [
+    (lambda x: torch.empty(4), TypeError, "pair"),
+    (lambda x: (torch.empty(4, dtype=torch.float64), torch.empty(4)), TypeError,
+     r"out\[0\].*torch.float32"),
+    (lambda x: (torch.empty(4), np.empty(4)), TypeError, r"out\[1\].*tensor"),
+    (lambda x: (torch.empty(3), torch.empty(4)), ValueError, "shape"),
+    (lambda x: (x, torch.empty(4)), ValueError, "shares memory with log_prob"),
+    (lambda x: _same(), ValueError, r"out\[1\] \(upper\) shares memory with out\[0\]"),
+])
+def test_bad_out_raises(make_out, exc, match):
+    x = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
+    with pytest.raises(exc, match=match):
+        bt.band_from_logp(x, 0.05, "kl", out=make_out(x))
+
+
+def _same():
+    buffer = torch.empty(8)
+    return buffer[:4], buffer[2:6]
+
+
+def test_disjoint_views_of_one_buffer_are_accepted():
+    buffer = torch.empty(12)
+    x = buffer[:4]
+    x.copy_(torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4])))
+    lower, upper = buffer[4:8], buffer[8:]
+    bt.band_from_logp(x, 0.05, "kl", out=(lower, upper))
+    assert torch.equal(upper, bt.band_from_logp(x, 0.05, "kl")[1])
