@@ -65,6 +65,9 @@ def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
                              f"(got {arr.shape})")
         if not arr.flags.writeable:
             raise ValueError(f"{name} is read-only")
+        if any(stride == 0 and size > 1 for stride, size in zip(arr.strides, arr.shape)):
+            raise ValueError(f"{name} has elements that share memory (a stride of 0): "
+                             "each bound needs its own element")
         for input_name, source in inputs:
             if np.shares_memory(arr, source):
                 raise ValueError(f"{name} overlaps the input {input_name}: the kernels "

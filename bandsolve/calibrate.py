@@ -19,23 +19,27 @@ on log delta) finds it:
     The mean per-token divergence at the bounds, mean over tokens and both
     sides of g_f(p, bound), equals the clip rule's, the divergence each of
     its bounds costs. Nondecreasing in delta (it is delta on every side that
-    does not saturate). Heavy-tailed for chi2 and neyman_chi2, where a
-    token of p near 1 costs the clip rule up to p^2/(1 - p): prefer
-    ``"mean_change"`` there. A side where the clip rule costs an infinite
-    divergence is left out of both means and counted in ``excluded``: kl's
-    upper side once 1 + eps_high >= 1/p, where the clip lets the token's
-    probability reach 1 and the other tokens' vanish.
+    does not saturate). Heavy-tailed for chi2, neyman_chi2 and alpha with
+    a < 0, where a token of p near 1 costs the clip rule's lower bound a
+    multiple of 1/(1 - p): prefer ``"mean_change"`` there. A side where the
+    clip rule costs an infinite divergence is left out of both means and
+    counted in ``excluded``: kl's upper side once 1 + eps_high >= 1/p (for
+    p < 1), where the clip lets the token's probability reach 1 and the other
+    tokens' vanish.
 ``"clip_fraction"`` (``logp=`` and ``new_logp=``)
     The share of tokens whose ratio exp(new_logp - logp) lies outside the
     band equals ``clip_fraction``, by default the clip rule's own share on the
     same batch. Nonincreasing in delta, and a step function: the answer is
     the smallest delta whose share is at most the target plus half a token.
+    A ratio within 8 eps (relative) of a bound counts as on it: exp(new -
+    old) for a token whose new probability is 1 lands an ulp beyond 1/p.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -78,21 +82,37 @@ def _clip_bounds(p: np.ndarray, eps_low: float, eps_high: float):
 
 
 def _upper_costs(p: np.ndarray, upper: np.ndarray, at_end: np.ndarray, div) -> np.ndarray:
-    """g_f(p, upper), taken at the exact simplex end where ``at_end``: the
-    float 1/p can lie an ulp below it, where g is finite but the end's may
-    not be (kl: infinite). One ulp above is read as the end."""
-    return api.binary_divergence(p, np.where(at_end, np.nextafter(upper, np.inf), upper), div)
+    """g_f(p, upper), taken at the exact simplex end where ``at_end``.
+
+    The float 1/p can lie an ulp below the end, where g is finite but the
+    end's is not when f(0) = inf (kl: the other tokens' probability vanishes).
+    So at the end g = p f(1/p) + (1 - p) f(0) is inf exactly where f(0) is,
+    for p < 1; at p = 1 the end is r = 1 and g = 0. Elsewhere the end is
+    evaluated one ulp above 1/p, which binary_divergence reads as the end.
+    """
+    costs = api.binary_divergence(p, np.where(at_end, np.nextafter(upper, np.inf), upper), div)
+    if math.isinf(div.f_at_zero):
+        costs = np.where(at_end & (p < 1.0), np.inf, costs)
+    return costs
+
+
+def _scalar(value, name: str) -> float:
+    arr = _validate.as_real_array(value, name)
+    if arr.ndim != 0:
+        raise TypeError(f"{name} must be a single number (got shape {arr.shape})")
+    return float(arr)
 
 
 def _check_eps(value, name: str) -> float:
-    eps = float(_validate.as_real_array(value, name))
+    eps = _scalar(value, name)
     if not 0.0 < eps < 1.0:
         raise ValueError(f"{name} must lie in (0, 1) (got {eps!r})")
     return eps
 
 
 def _sample(logp, name: str) -> np.ndarray:
-    arr = _validate.check_log_probability(logp, name).reshape(-1)
+    """The sample validated, in its own shape."""
+    arr = _validate.check_log_probability(logp, name)
     if arr.size == 0:
         raise ValueError(f"{name} is empty: calibrate on a sample of at least one token")
     return arr
@@ -157,7 +177,7 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
     if target == "width":
         if at_p is None or logp is not None or new_logp is not None:
             raise ValueError("target 'width' takes at_p (and no logp or new_logp)")
-        p = float(_validate.as_real_array(at_p, "at_p"))
+        p = _scalar(at_p, "at_p")
         if not 0.0 < p < 1.0:
             raise ValueError(f"at_p must lie in (0, 1) (got {p!r})")
         measure, goal, excluded = _width(p, eps_low, eps_high, div, max_ratio)
@@ -172,7 +192,8 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
             new = _sample(new_logp, "new_logp")
             if new.shape != old.shape:
                 raise ValueError(f"new_logp must have the shape of logp "
-                                 f"({np.shape(new_logp)} against {np.shape(logp)})")
+                                 f"({new.shape} against {old.shape})")
+            old, new = old.reshape(-1), new.reshape(-1)
             measure, goal = _clip_fraction(old, new, eps_low, eps_high, div, max_ratio,
                                            clip_fraction)
             increasing, excluded = False, 0
@@ -181,7 +202,10 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
             if new_logp is not None or clip_fraction is not None:
                 raise ValueError(f"target {target!r} does not use new_logp or clip_fraction")
             make = _mean_change if target == "mean_change" else _mean_divergence
-            measure, goal, excluded = make(np.exp(old), eps_low, eps_high, div, max_ratio)
+            p_sample = np.exp(old.reshape(-1))
+            if not np.any(p_sample > 0):
+                raise ValueError("logp holds only -inf (p = 0): no token to calibrate on")
+            measure, goal, excluded = make(p_sample, eps_low, eps_high, div, max_ratio)
             increasing = True
     delta = _solve(measure, goal, increasing, target, step)
     return Calibration(delta, div.name, target, float(goal), float(measure(delta)), excluded)
@@ -247,21 +271,29 @@ def _mean_divergence(p, eps_low, eps_high, div, max_ratio):
     return mean_divergence, goal, 2 * p.size - counted + 2 * int((~inside).sum())
 
 
+#: a ratio this close (relative) to a bound counts as on it: exp(new - old)
+#: for new = 0 lands an ulp or so beyond the band's 1/p, which is the same point
+_ON_BOUND = 8 * np.finfo(float).eps
+
+
+def _outside(ratio: np.ndarray, lower, upper) -> np.ndarray:
+    return (ratio < lower * (1 - _ON_BOUND)) | (ratio > upper * (1 + _ON_BOUND))
+
+
 def _clip_fraction(old, new, eps_low, eps_high, div, max_ratio, wanted):
-    ratio = np.exp(new - old)  # 0 * inf and inf / inf do not arise: both are <= 0
-    if np.any(np.isinf(old) & np.isinf(new)):
-        ratio = np.where(np.isinf(old) & np.isinf(new), 1.0, ratio)
+    both_zero = np.isinf(old) & np.isinf(new)  # p = 0 stays 0: ratio 1 by convention
+    with np.errstate(invalid="ignore"):
+        ratio = np.where(both_zero, 1.0, np.exp(new - old))
     if wanted is None:
-        lower, upper = 1.0 - eps_low, 1.0 + eps_high
-        wanted = float(np.mean((ratio < lower) | (ratio > upper)))
+        wanted = float(np.mean(_outside(ratio, 1.0 - eps_low, 1.0 + eps_high)))
     else:
-        wanted = float(_validate.as_real_array(wanted, "clip_fraction"))
+        wanted = _scalar(wanted, "clip_fraction")
         if not 0.0 <= wanted < 1.0:
             raise ValueError(f"clip_fraction must lie in [0, 1) (got {wanted!r})")
 
     def fraction(delta):
         lo, hi = api.band_from_logp(old, delta, div, max_ratio=max_ratio)
-        return float(np.mean((ratio < lo) | (ratio > hi)))
+        return float(np.mean(_outside(ratio, lo, hi)))
 
     return fraction, wanted
 
@@ -310,16 +342,20 @@ def _load_sample(path: str, name: str) -> np.ndarray:
     """A .npy file (no pickles), or text with one number per entry."""
     if path.endswith(".npy"):
         return np.load(path, allow_pickle=False)
-    return np.loadtxt(path, dtype=float, ndmin=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an empty file: reported as an empty sample
+        return np.loadtxt(path, dtype=float, ndmin=1)
 
 
 def table(args: argparse.Namespace) -> str:
     """The delta of every divergence, side by side, for the parsed options."""
     logp = _load_sample(args.logp, "--logp") if args.logp else None
     new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
-    at_p = args.at_p if args.at_p is not None or logp is not None else 0.5
+    width = args.target in (None, "width")
+    at_p = args.at_p if args.at_p is not None or logp is not None or not width else 0.5
     clip_high = args.clip_high
-    rule = (f"[1 - {args.match_clip:g}, 1 + {clip_high if clip_high is not None else args.match_clip:g}]")
+    high = clip_high if clip_high is not None else args.match_clip
+    rule = f"[1 - {args.match_clip:.10g}, 1 + {high:.10g}]"
     rows, notes, target = [], [], args.target
     for name in args.divergence:
         try:
@@ -333,9 +369,9 @@ def table(args: argparse.Namespace) -> str:
             notes.append(f"{name}: {exc}")
             continue
         target = c.target
-        rows.append((name, f"{c.delta:.6g}", f"{c.goal:.6g}", f"{c.achieved:.6g}",
+        rows.append((c.divergence, f"{c.delta:.6g}", f"{c.goal:.6g}", f"{c.achieved:.6g}",
                      str(c.excluded)))
-    where = (f"at p = {at_p:g}" if logp is None else
+    where = (f"at p = {at_p:.10g}" if logp is None else
              f"over {np.size(logp)} tokens of {args.logp}")
     header = f"delta matching the clip {rule}: target {target}, {where}"
     cols = ("divergence", "delta", "clip rule", "band at delta", "excluded")

@@ -93,12 +93,16 @@ def test_clip_fraction_target_is_the_smallest_delta_reaching_it(seed, name, want
     new = np.minimum(logp + rng.normal(0, 0.3, logp.size), 0.0)
     c = calibrate_delta(name, logp=logp, new_logp=new, clip_fraction=wanted)
     ratio = np.exp(new - logp)
-    goal = np.mean((ratio < 0.8) | (ratio > 1.2)) if wanted is None else wanted
+    on = 8 * np.finfo(float).eps  # the documented tolerance: a ratio this close is on the bound
+
+    def outside(lo, hi):
+        return np.mean((ratio < lo * (1 - on)) | (ratio > hi * (1 + on)))
+
+    goal = outside(0.8, 1.2) if wanted is None else wanted
     assert c.goal == pytest.approx(goal)
 
     def share(delta):
-        lo, hi = bs.band_from_logp(logp, delta, name)
-        return np.mean((ratio < lo) | (ratio > hi))
+        return outside(*bs.band_from_logp(logp, delta, name))
 
     # the smallest delta whose share is at most the goal, within half a token
     allowed = goal + 0.5 / logp.size
@@ -188,3 +192,48 @@ def test_regression_tokens_of_probability_zero_count_zero_change():
     assert p * (hi - lo) / 2 == pytest.approx(with_zero.goal, rel=1e-9)
     assert with_zero.goal == pytest.approx(alone.goal / 2)
     assert calibrate_delta("tv", logp=[-np.inf, -1.0], target="mean_divergence").excluded == 2
+
+
+def test_regression_kl_clip_cost_at_the_simplex_end_is_infinite_for_every_p():
+    """At p >= 1/1.2 the clip lets the token reach probability 1: kl's cost is
+    inf, but g one ulp above the float 1/p was finite for p = exp(log 0.84)
+    (5.5), which put it in the mean (goal 22x too large)."""
+    c = calibrate_delta("kl", logp=np.log([0.84, 0.9, 0.5]), target="mean_divergence")
+    assert c.excluded == 2
+    p = np.array([0.84, 0.9, 0.5])
+    finite = [bs.binary_divergence(p, 0.8, "kl"), bs.binary_divergence(0.5, 1.2, "kl")]
+    assert c.goal == pytest.approx(float(finite[0].sum() + finite[1]) / 4, rel=1e-12)
+    rng = np.random.default_rng(0)
+    p = rng.uniform(1e-6, 1.0, 1000)
+    c = calibrate_delta("kl", logp=np.log(p), target="mean_divergence")
+    assert c.excluded == int(np.sum(1.2 * np.exp(np.log(p)) >= 1.0))
+
+
+def test_regression_a_token_whose_new_probability_is_one_is_on_the_band():
+    """exp(new - old) with new = 0 lands an ulp above the band's 1/p: it counted
+    as clipped at every delta, so a share of 0 was out of reach."""
+    rng = np.random.default_rng(1)
+    lp = np.log(rng.uniform(1e-6, 1, 2000))
+    new = np.minimum(lp + rng.normal(0, 0.2, 2000), 0.0)
+    c = calibrate_delta("kl", logp=lp, new_logp=new, clip_fraction=0.0)
+    lo, hi = bs.band_from_logp(lp, c.delta, "kl")
+    ratio = np.exp(new - lp)
+    on = 8 * np.finfo(float).eps
+    assert np.all((ratio >= lo * (1 - on)) & (ratio <= hi * (1 + on)))
+    at_end = new == 0.0
+    assert at_end.any() and np.all(ratio[at_end] > hi[at_end] * (1 - on))  # on the bound 1/p
+
+
+def test_regression_shapes_must_match_not_only_sizes():
+    lp = np.log(np.linspace(0.01, 0.99, 20))
+    with pytest.raises(ValueError, match="shape of logp"):
+        calibrate_delta("kl", logp=lp.reshape(4, 5), new_logp=lp)
+    with pytest.raises(TypeError, match="at_p must be a single number"):
+        calibrate_delta("kl", at_p=np.array([0.5]))
+    with pytest.raises(ValueError, match="only -inf"):
+        calibrate_delta("kl", logp=[-np.inf, -np.inf])
+
+
+def test_cli_target_without_logp_names_the_missing_input(capsys):
+    assert main(["calibrate", "--target", "mean_change"]) == 2
+    assert "takes logp" in capsys.readouterr().err

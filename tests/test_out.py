@@ -55,6 +55,8 @@ def test_out_list_is_accepted_and_empty_arrays_work():
     (lambda p: (p, np.empty(4)), ValueError, "overlaps the input p"),
     (lambda p: (np.empty(4), p[::-1]), ValueError, "overlaps the input p"),
     (lambda p: _same(), ValueError, "out\\[0\\] and out\\[1\\] overlap"),
+    (lambda p: (np.lib.stride_tricks.as_strided(np.empty(1), (4,), (0,)), np.empty(4)),
+     ValueError, "stride of 0"),
 ])
 def test_bad_out_raises(make_out, exc, match):
     p = np.array([0.1, 0.2, 0.3, 0.4])

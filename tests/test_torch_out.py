@@ -49,3 +49,22 @@ def test_disjoint_views_of_one_buffer_are_accepted():
     lower, upper = buffer[4:8], buffer[8:]
     bt.band_from_logp(x, 0.05, "kl", out=(lower, upper))
     assert torch.equal(upper, bt.band_from_logp(x, 0.05, "kl")[1])
+
+
+def test_interleaved_views_are_accepted_and_overlapping_ones_refused():
+    x = torch.rand(100, dtype=torch.float64)
+    buffer = torch.empty(200, dtype=torch.float64)
+    lower, upper = bt.band(x, 0.05, "tv", out=(buffer[::2], buffer[1::2]))
+    assert torch.equal(upper, bt.band(x, 0.05, "tv")[1])
+    with pytest.raises(ValueError, match="shares memory"):
+        bt.band(x, 0.05, "tv", out=(buffer[:100], buffer[99:199]))
+
+
+@pytest.mark.parametrize("make, match", [
+    (lambda: torch.empty(1).expand(4), "share memory"),
+    (lambda: torch.empty(4, requires_grad=True), "requires grad"),
+])
+def test_out_misuse_is_named(make, match):
+    x = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
+    with pytest.raises(ValueError, match=match):
+        bt.band_from_logp(x, 0.05, "kl", out=(make(), torch.empty(4)))

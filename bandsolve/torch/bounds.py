@@ -334,6 +334,52 @@ def _memory_range(t: torch.Tensor) -> tuple[int, int]:
     return t.data_ptr(), t.data_ptr() + (last + 1) * t.element_size()
 
 
+#: beyond this many elements, tensors whose byte spans intersect are taken
+#: to overlap without listing their addresses
+_EXACT_OVERLAP_LIMIT = 1 << 22
+
+
+def _addresses(t: torch.Tensor) -> np.ndarray:
+    """The byte address of every element (host arithmetic on shape and strides)."""
+    offsets = np.zeros((), dtype=np.int64)
+    for size, stride in zip(t.shape, t.stride()):
+        offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * stride
+    return t.data_ptr() + offsets.reshape(-1) * t.element_size()
+
+
+def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share a byte: their spans first, then, where the
+    spans intersect (interleaved views of one buffer), their addresses."""
+    (a0, a1), (b0, b1) = _memory_range(a), _memory_range(b)
+    if not (a.numel() and b.numel() and a0 < b1 and b0 < a1):
+        return False
+    if a.numel() + b.numel() > _EXACT_OVERLAP_LIMIT:
+        return True
+    starts_a, starts_b = _addresses(a), _addresses(b)
+    ends_a, ends_b = starts_a + a.element_size(), starts_b + b.element_size()
+    order = np.argsort(np.concatenate([starts_a, starts_b]), kind="stable")
+    starts = np.concatenate([starts_a, starts_b])[order]
+    ends = np.concatenate([ends_a, ends_b])[order]
+    owner = np.concatenate([np.zeros(a.numel(), bool), np.ones(b.numel(), bool)])[order]
+    # sorted by start: a byte is shared iff some element starts before the
+    # previous elements' furthest end and belongs to the other tensor
+    reach = np.maximum.accumulate(ends)
+    clash = (starts[1:] < reach[:-1]) & (owner[1:] != owner[:-1])
+    return bool(clash.any())
+
+
+def _internal_overlap(t: torch.Tensor) -> bool:
+    """Whether two elements of ``t`` share memory. torch answers 0 (no),
+    1 (yes) or 2 (too hard, e.g. a strided view); then the addresses decide
+    (strides count whole elements, so distinct addresses cannot overlap)."""
+    status = torch._debug_has_internal_overlap(t)
+    if status != 2:
+        return status == 1
+    if t.numel() > _EXACT_OVERLAP_LIMIT:
+        return True
+    return np.unique(_addresses(t)).size < t.numel()
+
+
 def _check_out(out, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     """``out`` validated against the result the input gives: a pair of tensors
     of its shape, dtype (float64 for float64 input, else float32) and device,
@@ -343,7 +389,7 @@ def _check_out(out, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Ten
     if not isinstance(out, tuple | list) or len(out) != 2:
         raise TypeError(f"out must be a pair (lower, upper) of tensors (got {type(out).__name__})")
     dtype = torch.float64 if x.dtype == torch.float64 else torch.float32
-    ranges = {name: _memory_range(x)}
+    seen = {name: x}
     for label, t in zip(("out[0] (lower)", "out[1] (upper)"), out):
         if not isinstance(t, torch.Tensor):
             raise TypeError(f"{label} must be a tensor (got {type(t).__name__})")
@@ -354,11 +400,16 @@ def _check_out(out, x: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Ten
                              f"(got {tuple(t.shape)})")
         if t.device != x.device:
             raise ValueError(f"{label} must be on the input's device {x.device} (got {t.device})")
-        start, end = _memory_range(t)
-        for other, (lo, hi) in ranges.items():
-            if t.numel() and start < hi and lo < end:
+        if t.requires_grad:
+            raise ValueError(f"{label} requires grad: the bounds carry no gradient, so "
+                             "write them into a tensor without requires_grad")
+        if _internal_overlap(t):
+            raise ValueError(f"{label} has elements that share memory (an expanded or "
+                             "stride-0 tensor?): each bound needs its own element")
+        for other, tensor in seen.items():
+            if _overlap(t, tensor):
                 raise ValueError(f"{label} shares memory with {other}")
-        ranges[label] = (start, end)
+        seen[label] = t
     return out[0], out[1]
 
 
