@@ -30,7 +30,7 @@ on log delta) finds it:
     The share of tokens whose ratio exp(new_logp - logp) lies outside the
     band equals ``clip_fraction``, by default the clip rule's own share on the
     same batch. Nonincreasing in delta, and a step function: the answer is
-    the smallest delta whose share is at most the target plus half a token.
+    the smallest delta whose share is at most the target.
     A ratio within 8 eps (relative) of a bound counts as on it: exp(new -
     old) for a token whose new probability is 1 lands an ulp beyond 1/p.
 """
@@ -60,7 +60,7 @@ class Calibration(NamedTuple):
 
     ``goal`` is the clip rule's value of the target, ``achieved`` the band's
     at ``delta`` (equal to ``goal`` to about 1e-12 relative for the smooth
-    targets; within half a token's share for ``clip_fraction``).
+    targets; at most the target, in whole tokens, for ``clip_fraction``).
     ``excluded`` counts the (token, side) pairs left out of
     ``mean_divergence``; 0 for the other targets.
     """
@@ -317,12 +317,14 @@ def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> 
     if step and at_lo <= goal:
         return DELTA_RANGE[0]
     sign = 1.0 if increasing else -1.0
-    # a step function is shifted by half a step, so that it is never 0 and
-    # brentq lands on the jump where it falls to the goal
-    offset = step / 2
+    # a step function (a share of n tokens) is compared with the midpoint
+    # between the largest share at most the goal and the next one up: it is
+    # never 0 there, and brentq lands on the jump where the share falls to
+    # the goal (a goal of 187.5 tokens asks for at most 187)
+    level = (math.floor(goal / step + 1e-9) + 0.5) * step if step else goal
 
     def residual(t):
-        return sign * (measure(math.exp(t)) - goal - offset)
+        return sign * (measure(math.exp(t)) - level)
 
     xtol, rtol = 1e-12, 4 * np.finfo(float).eps
     t = brentq(residual, lo, hi, xtol=xtol, rtol=rtol, maxiter=200)
