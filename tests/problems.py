@@ -68,3 +68,25 @@ def policy_batch(seed=0, shape=(4, 7), *, min_p=1e-4, spread=0.6, keep=0.8):
     mask = (rng.uniform(size=shape) < keep).astype(float)
     mask[:, 0] = 1.0
     return old, new, advantages, mask
+
+
+def clipped_surrogate_reference(ratio, adv, lower, upper, dual_clip=None):
+    """BandPO's per-token loss -min(r A, clip(r, lo, hi) A), with the dual clip
+    -A c for A < 0 where it binds, written out in numpy for the plug-in tests.
+
+    Returns (per-token loss, its derivative in log p, where the clipped term
+    is the active one, where the dual clip binds)."""
+    import numpy as np
+
+    unclipped = -adv * ratio
+    clipped = -adv * np.clip(ratio, lower, upper)
+    per_token = np.maximum(unclipped, clipped)
+    # gradient of max(.): flows through -A r only where that term is the larger
+    grad = np.where(unclipped >= clipped, -adv * ratio, 0.0)
+    if dual_clip is None:
+        dual = np.zeros(np.shape(per_token), dtype=bool)
+    else:
+        dual = (adv < 0) & (per_token > -adv * dual_clip)
+        per_token = np.where(dual, -adv * dual_clip, per_token)
+    grad = np.where(dual, 0.0, grad)
+    return per_token, grad, clipped > unclipped, dual

@@ -36,7 +36,7 @@ if sys.version_info < (3, 12) and "skyrl.tinker.types" not in sys.modules:
 
 ppo_utils = pytest.importorskip("skyrl.backends.skyrl_train.utils.ppo_utils")
 
-from problems import policy_batch  # noqa: E402
+from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
@@ -109,20 +109,10 @@ def _weights(mask, mode):
 def _reference(old, new, adv, mask, delta, divergence, max_ratio, dual_clip, mode):
     """(loss, d loss / d log_probs, clip ratio, dual-clip ratio) written out in numpy."""
     lower, upper = bs.band_from_logp(old, delta, divergence, max_ratio=max_ratio)
-    ratio = np.exp(new - old)
-    unclipped = -adv * ratio
-    clipped = -adv * np.clip(ratio, lower, upper)
-    per_token = np.maximum(unclipped, clipped)
-    # gradient of max(.): flows through -A r only where that term is the larger
-    grad = np.where(unclipped >= clipped, -adv * ratio, 0.0)
-    if dual_clip is None:
-        dual = np.zeros_like(mask, dtype=bool)
-    else:
-        dual = (adv < 0) & (per_token > -adv * dual_clip)
-        per_token = np.where(dual, -adv * dual_clip, per_token)
-    grad = np.where(dual, 0.0, grad)
+    per_token, grad, active, dual = clipped_surrogate_reference(np.exp(new - old), adv, lower,
+                                                                upper, dual_clip)
     weight = _weights(mask, mode)
-    clip_ratio = ((clipped > unclipped) * mask).sum() / mask.sum()
+    clip_ratio = (active * mask).sum() / mask.sum()
     return (per_token * weight).sum(), grad * weight, clip_ratio, (dual * mask).sum() / mask.sum()
 
 

@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 verl = pytest.importorskip("verl")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
-from problems import policy_batch  # noqa: E402
+from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 from verl.utils.config import omega_conf_to_dataclass  # noqa: E402
 
@@ -53,20 +53,13 @@ def _batch(seed=0, shape=(4, 9)):
 def _reference(old, new, adv, mask, delta, divergence, max_ratio, dual_clip, mode):
     """(loss, d loss / d log_prob, clip fraction) written out in numpy."""
     lower, upper = bs.band_from_logp(old, delta, divergence, max_ratio=max_ratio)
-    ratio = np.exp(new - old)
-    unclipped = -adv * ratio
-    clipped = -adv * np.clip(ratio, lower, upper)
-    per_token = np.maximum(unclipped, clipped)
-    # gradient of max(.): flows through -A r only where that term is the larger
-    grad = np.where(unclipped >= clipped, -adv * ratio, 0.0)
-    dual = (adv < 0) & (per_token > -adv * dual_clip)
-    per_token = np.where(dual, -adv * dual_clip, per_token)
-    grad = np.where(dual, 0.0, grad)
+    per_token, grad, active, _ = clipped_surrogate_reference(np.exp(new - old), adv, lower,
+                                                             upper, dual_clip)
     if mode == "token-mean":
         weight = mask / mask.sum()
     else:  # seq-mean-token-mean
         weight = mask / mask.sum(axis=1, keepdims=True) / mask.shape[0]
-    clipfrac = ((clipped > unclipped) * mask).sum() / mask.sum()
+    clipfrac = (active * mask).sum() / mask.sum()
     return (per_token * weight).sum(), grad * weight, clipfrac
 
 

@@ -29,6 +29,7 @@ verl = pytest.importorskip("verl")
 transformers = pytest.importorskip("transformers")
 
 from hydra import compose, initialize_config_dir  # noqa: E402
+from problems import clipped_surrogate_reference  # noqa: E402
 from tensordict import TensorDict  # noqa: E402
 from verl.trainer.ppo.core_algos import get_policy_loss_fn  # noqa: E402
 from verl.utils import tensordict_utils as tu  # noqa: E402
@@ -235,14 +236,7 @@ def _np_agg_weights(mask, mode, dp_size=1, batch_num_tokens=None, global_batch_s
 def _np_surrogate(new, old, adv, lower, upper, dual_clip, weights=None):
     """Per-token -min(r A, clip(r, lo, hi) A), the dual clip, rollout IS weights; and d/d logp."""
     ratio = np.exp(np.clip(new - old, -20.0, 20.0))
-    unclipped = -adv * ratio
-    clipped = -adv * np.clip(ratio, lower, upper)
-    per_token = np.maximum(unclipped, clipped)
-    grad = np.where(unclipped >= clipped, -adv * ratio, 0.0)
-    if dual_clip is not None:
-        dual = (adv < 0) & (per_token > -adv * dual_clip)
-        per_token = np.where(dual, -adv * dual_clip, per_token)
-        grad = np.where(dual, 0.0, grad)
+    per_token, grad, _, _ = clipped_surrogate_reference(ratio, adv, lower, upper, dual_clip)
     if weights is not None:  # vanilla: pg_losses * rollout_is_weights, then agg_loss
         per_token, grad = per_token * weights, grad * weights
     return per_token, grad
