@@ -7,6 +7,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from . import _validate
 from ._kernels import _solver, _warm_start
+from ._kernels._factory import specialise
 from .divergences import Divergence, DivergenceLike, get_divergence
 
 #: (lower, upper) ratio bounds, float64 arrays of the broadcast shape
@@ -89,19 +90,20 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
         lower = np.zeros(n)
         upper = np.zeros(n)
     if n and div.margins is not None:
-        _solver.band_by_closed_form(x, from_logp, delta, div.parameter, div.margins,
-                                    lower, upper)
+        specialise(_solver.band_by_closed_form, div)(x, from_logp, delta, div.parameter,
+                                                     lower, upper)
     elif n:
-        solver_args = (div.parameter, div.f, div.df, div.f_conjugate, div.f_at_zero,
-                       div.slope_at_infinity, div.curvature_at_one)
+        solver_args = (div.parameter, div.f_at_zero, div.slope_at_infinity,
+                       div.curvature_at_one)
         start_upper = start_lower = np.empty(0)
         if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
             start_upper = np.empty(_warm_start.NODES)
             start_lower = np.empty(_warm_start.NODES)
-            _solver.margin_at(_warm_start.NODE_Z, float(delta[0]), *solver_args, start_upper,
-                              start_lower)
-        failures = _solver.band_by_root(x, from_logp, delta, *solver_args, start_upper,
-                                        start_lower, lower, upper)
+            specialise(_solver.margin_at, div)(_warm_start.NODE_Z, float(delta[0]),
+                                               *solver_args, start_upper, start_lower)
+        failures = specialise(_solver.band_by_root, div)(x, from_logp, delta, *solver_args,
+                                                         start_upper, start_lower, lower,
+                                                         upper)
         if failures:
             _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures)
     if max_ratio != np.inf:
@@ -277,6 +279,5 @@ def binary_divergence(p: ArrayLike, r: ArrayLike,
         if (q > 1.0).any():
             r_flat = np.require(np.where(q > 1.0, 1.0 / np.where(p_full > 0, p_full, 1.0),
                                          r_full), np.float64, ["C", "W"]).reshape(-1)
-        _solver.binary_divergence_kernel(p_flat, r_flat, div.parameter, div.f,
-                                         div.f_conjugate, out)
+        specialise(_solver.binary_divergence_kernel, div)(p_flat, r_flat, div.parameter, out)
     return out.reshape(shape)

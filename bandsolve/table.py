@@ -80,6 +80,7 @@ from scipy.interpolate import make_interp_spline
 
 from . import _validate, api
 from ._kernels import _solver
+from ._kernels._factory import specialise
 from .divergences import Divergence, DivergenceLike, get_divergence
 
 __all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
@@ -207,8 +208,7 @@ def _interval_coefficients(spline, z_left, z_right) -> np.ndarray:
 
 
 def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
-    threshold = float(_solver.saturation_threshold(upper, delta, div.parameter, div.f,
-                                                   div.f_conjugate, div.f_at_zero))
+    threshold = float(_solver.threshold_of(div, upper, delta))
     if threshold == (-math.inf if upper else math.inf):  # always saturated: never read
         return TableSide(center=0.0, threshold=threshold,
                          coefficients=np.zeros((INTERVALS_PER_SIGN, DEGREE + 1)))
@@ -223,9 +223,9 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     z_solve = np.clip(z_all, -_Z_EDGE, _Z_EDGE)
     x_upper = np.empty(z_all.size)
     x_lower = np.empty(z_all.size)
-    _solver.margin_at(np.ascontiguousarray(z_solve), delta, div.parameter, div.f, div.df,
-                      div.f_conjugate, div.f_at_zero, div.slope_at_infinity,
-                      div.curvature_at_one, x_upper, x_lower)
+    specialise(_solver.margin_at, div)(np.ascontiguousarray(z_solve), delta, div.parameter,
+                                       div.f_at_zero, div.slope_at_infinity,
+                                       div.curvature_at_one, x_upper, x_lower)
     y = _log_sigmoid(x_upper if upper else x_lower)
     # At the threshold s = 1 exactly; the solver reports that node (and maybe
     # its neighbour, by rounding) as saturated, NaN.

@@ -46,8 +46,7 @@ EXTREME_P = (1e-300, 1e-100, 1e-12, 1e-3, 0.3, 0.9, 1 - 1e-9, 1.0)
 def near_thresholds(div, delta, rng, count):
     """p next to each saturation threshold, on the interior side."""
     for upper in (True, False):
-        z = _solver.saturation_threshold(upper, delta, div.parameter, div.f, div.f_conjugate,
-                                         div.f_at_zero)
+        z = _solver.threshold_of(div, upper, delta)
         if not math.isfinite(z):
             continue
         for _ in range(count):

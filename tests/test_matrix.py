@@ -66,8 +66,7 @@ def _sample(kind_index: int, delta: float) -> np.ndarray:
     div = bs.get_divergence(KINDS[kind_index][1])
     logp = [0.0, -1e-14, -1e-6, -0.003, -0.1, -0.69, -2.3, -9.2, -30.0, -70.0, -300.0]
     for upper in (True, False):
-        z = _solver.saturation_threshold(upper, delta, div.parameter, div.f, div.f_conjugate,
-                                         div.f_at_zero)
+        z = _solver.threshold_of(div, upper, delta)
         if math.isfinite(z) and abs(z) < 700:
             for dz in (-1e-6, 1e-6, -1e-2, 1e-2):
                 logp.append(-math.log1p(math.exp(-(z + dz))))  # log sigmoid(z + dz)

@@ -145,7 +145,7 @@ def _alpha_near_threshold(a, log_delta, log_gap, upper):
     threshold, on the interior side, or None where there is none."""
     div = bs.alpha_divergence(a)
     delta = 10.0**log_delta
-    z = _solver.saturation_threshold(upper, delta, a, div.f, div.f_conjugate, div.f_at_zero)
+    z = _solver.threshold_of(div, upper, delta)
     if not math.isfinite(z):
         return None
     z += -(10.0**log_gap) if upper else 10.0**log_gap

@@ -28,11 +28,14 @@ whatever t is.
 """
 
 import math
+from collections.abc import Callable
+from typing import Any
 
 from numba import prange, types
 
-from . import _warm_start as _warm
-from ._util import ClosedFormFn, GeneratorFn, InVec, OutVec, jit, parallel_kernel
+from ._factory import specialise, template
+from ._util import InVec, OutVec, jit
+from ._warm_start import interpolate as interpolate_start
 
 _SMALLEST_NORMAL = 2.2250738585072014e-308
 
@@ -76,40 +79,55 @@ def _sigmoid_pair(x):
     return e / d, 1.0 / d
 
 
-@jit
-def perspective(t, y, f, f_conj, theta):
+# --- templates -------------------------------------------------------------------
+# The functions marked @template read their divergence's functions from these
+# globals. _factory.specialise compiles a copy of each, and of every template
+# it calls, with them bound to one divergence's numba functions, which numba
+# then calls directly and inlines. Here they are bound to nothing, so a
+# template run as it stands raises.
+def _unbound(*args):
+    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
+
+
+GENERATOR: Callable[..., Any] = _unbound
+DERIVATIVE: Callable[..., Any] = _unbound
+CONJUGATE: Callable[..., Any] = _unbound
+CLOSED_FORM: Callable[..., Any] = _unbound
+
+
+@template()
+def perspective(t, y, theta):
     """t f(1 + y/t) for t >= 0 and y >= 0, without overflow."""
     if y == 0.0:
         return 0.0
     if y <= t:
         x = y / t
-        return t * f(1.0 + x, x, theta)
+        return t * GENERATOR(1.0 + x, x, theta)
     s = t + y
-    return s * f_conj(t / s, -y / s, theta)
+    return s * CONJUGATE(t / s, -y / s, theta)
 
 
-@jit
-def binary_value(a, b, m, u2, u2m1, f, f_conj, theta):
+@template()
+def binary_value(a, b, m, u2, u2m1, theta):
     """g(m) = P(a, m) + b f(u2), given u2 = 1 - m/b and u2 - 1 = -m/b exactly."""
     if m == 0.0:
         return 0.0
-    return perspective(a, m, f, f_conj, theta) + b * f(u2, u2m1, theta)
+    return perspective(a, m, theta) + b * GENERATOR(u2, u2m1, theta)
 
 
-@jit
-def saturates(a, b, delta, f, f_conj, theta, f_at_zero):
+@template()
+def saturates(a, b, delta, theta, f_at_zero):
     """True where g(b) = P(a, b) + b f(0) <= delta: the margin reaches b."""
     if f_at_zero == math.inf:
         return False
-    return perspective(a, b, f, f_conj, theta) + b * f_at_zero <= delta
+    return perspective(a, b, theta) + b * f_at_zero <= delta
 
 
 _Z_EDGE = 745.0  # sigmoid(-745) is the smallest subnormal
 
 
-@jit(types.float64(types.boolean, types.float64, types.float64, GeneratorFn, GeneratorFn,
-                   types.float64))
-def saturation_threshold(upper, delta, theta, f, f_conj, f_at_zero):
+@template(types.float64(types.boolean, types.float64, types.float64, types.float64))
+def saturation_threshold(upper, delta, theta, f_at_zero):
     """The z = logit p where a bound starts to saturate.
 
     The upper bound saturates (r = 1/p) for z >= the threshold, the lower
@@ -124,7 +142,7 @@ def saturation_threshold(upper, delta, theta, f, f_conj, f_at_zero):
     def excess(z):
         p, pc = _sigmoid_pair(z)
         a, b = (p, pc) if upper else (pc, p)
-        return perspective(a, b, f, f_conj, theta) + b * f_at_zero - delta
+        return perspective(a, b, theta) + b * f_at_zero - delta
 
     lo, hi = -_Z_EDGE, _Z_EDGE  # excess(lo) and excess(hi) differ in sign
     if upper:
@@ -147,9 +165,15 @@ def saturation_threshold(upper, delta, theta, f, f_conj, f_at_zero):
             lo = mid
 
 
-@jit
-def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
-                 x_start):
+def threshold_of(divergence, upper, delta):
+    """``saturation_threshold`` for a divergence (any object with the fields
+    of ``_factory.SLOT_FIELDS``, ``parameter`` and ``f_at_zero``)."""
+    return specialise(saturation_threshold, divergence)(upper, delta, divergence.parameter,
+                                                         divergence.f_at_zero)
+
+
+@template()
+def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start):
     """Largest m in [0, b] with g(m) <= delta.
 
     Returns (m, u2, code, x): u2 = 1 - m/b, code INTERIOR, SATURATED (m = b),
@@ -164,7 +188,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
     if a == 0.0 and slope_at_inf == math.inf:
         # P(0, m) = m f'(inf) is infinite for every m > 0
         return 0.0, 1.0, INTERIOR, math.nan
-    if saturates(a, b, delta, f, f_conj, theta, f_at_zero):
+    if saturates(a, b, delta, theta, f_at_zero):
         return b, 0.0, SATURATED, math.nan
 
     if x_start == x_start:
@@ -187,7 +211,7 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
     for _ in range(_MAX_ITER):
         s, sc = _sigmoid_pair(x)
         m = b * s
-        g = binary_value(a, b, m, sc, -s, f, f_conj, theta)
+        g = binary_value(a, b, m, sc, -s, theta)
         if g == delta:
             return m, sc, INTERIOR, x
         if g < delta:
@@ -209,8 +233,8 @@ def solve_margin(a, b, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, cur
             d1 = slope_at_inf
         else:
             x1 = m / a
-            d1 = df(1.0 + x1, x1, theta)
-        dpsi = (d1 - df(sc, -s, theta)) * m * sc / g
+            d1 = DERIVATIVE(1.0 + x1, x1, theta)
+        dpsi = (d1 - DERIVATIVE(sc, -s, theta)) * m * sc / g
         # psi = log(g / delta) as log1p of (g - delta) / delta, where
         # g - delta is exact near the root: log g - log delta would carry an
         # absolute error of eps |log g|, which near saturation (psi flat,
@@ -275,14 +299,13 @@ def _probability_pair(x, from_logp):
 
 
 _ROOT_SIG = types.int64(
-    InVec, types.boolean, InVec, types.float64,
-    GeneratorFn, GeneratorFn, GeneratorFn, types.float64, types.float64, types.float64,
+    InVec, types.boolean, InVec, types.float64, types.float64, types.float64, types.float64,
     InVec, InVec, OutVec, OutVec,
 )
 
 
-@parallel_kernel(_ROOT_SIG)
-def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf,
+@template(_ROOT_SIG, parallel=True)
+def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
                  curvature, start_upper, start_lower, lower, upper):
     """Bounds for every element by the safeguarded root finder.
 
@@ -310,23 +333,22 @@ def band_by_root(x, from_logp, delta, theta, f, df, f_conj, f_at_zero, slope_at_
         if warm:
             log_p = x[i * x_step] if from_logp else math.log(p)
             z = log_p - math.log(pc)
-            x_hi = _warm.interpolate(start_upper, z)
-            x_lo = _warm.interpolate(start_lower, z)
-        m_hi, _, code_hi, _ = solve_margin(p, pc, d, theta, f, df, f_conj,
-                                           f_at_zero, slope_at_inf, curvature, x_hi)
-        _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f, df, f_conj,
-                                            f_at_zero, slope_at_inf, curvature, x_lo)
+            x_hi = interpolate_start(start_upper, z)
+            x_lo = interpolate_start(start_lower, z)
+        m_hi, _, code_hi, _ = solve_margin(p, pc, d, theta, f_at_zero, slope_at_inf,
+                                           curvature, x_hi)
+        _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f_at_zero, slope_at_inf,
+                                            curvature, x_lo)
         lower[i], upper[i], failed = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
         failures += failed
     return failures
 
 
-_CLOSED_SIG = types.void(InVec, types.boolean, InVec, types.float64, ClosedFormFn, OutVec,
-                         OutVec)
+_CLOSED_SIG = types.void(InVec, types.boolean, InVec, types.float64, OutVec, OutVec)
 
 
-@parallel_kernel(_CLOSED_SIG)
-def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
+@template(_CLOSED_SIG, parallel=True)
+def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
     """Bounds for every element from a closed-form margin (operands as above)."""
     n = lower.size
     x_step = 1 if x.size > 1 else 0
@@ -337,7 +359,7 @@ def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
             lower[i] = 0.0
             upper[i] = math.inf
             continue
-        m_hi, m_lo = closed(p, pc, delta[i * d_step], theta)
+        m_hi, m_lo = CLOSED_FORM(p, pc, delta[i * d_step], theta)
         inv_p = 1.0 / p
         # A closed form reaches the simplex end exactly where it saturates.
         # One division: m * (1/p) adds an ulp of rounding, well inside the
@@ -352,11 +374,11 @@ def band_by_closed_form(x, from_logp, delta, theta, closed, lower, upper):
         lower[i] = 0.0 if m_lo >= p else max(r_lo, 0.0)
 
 
-_BINARY_SIG = types.void(InVec, InVec, types.float64, GeneratorFn, GeneratorFn, OutVec)
+_BINARY_SIG = types.void(InVec, InVec, types.float64, OutVec)
 
 
-@parallel_kernel(_BINARY_SIG)
-def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
+@template(_BINARY_SIG, parallel=True)
+def binary_divergence_kernel(p_in, r_in, theta, out):
     """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p].
 
     Operands of length 1 stand for every element, as above.
@@ -374,27 +396,26 @@ def binary_divergence_kernel(p_in, r_in, theta, f, f_conj, out):
         m = pi * (ri - 1.0)
         if m < 0.0:
             # mirrored: (a, b) = (1 - p, p), and u2 = 1 - |m|/p is r itself
-            out[i] = binary_value(qi, pi, -m, ri, ri - 1.0, f, f_conj, theta)
+            out[i] = binary_value(qi, pi, -m, ri, ri - 1.0, theta)
         elif m >= qi:
-            out[i] = binary_value(pi, qi, qi, 0.0, -1.0, f, f_conj, theta)
+            out[i] = binary_value(pi, qi, qi, 0.0, -1.0, theta)
         else:
-            out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, f, f_conj, theta)
+            out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, theta)
 
 
 _AT_SIG = types.void(
-    InVec, types.float64, types.float64, GeneratorFn, GeneratorFn,
-    GeneratorFn, types.float64, types.float64, types.float64, OutVec, OutVec,
+    InVec, types.float64, types.float64, types.float64, types.float64, types.float64,
+    OutVec, OutVec,
 )
 
 
-@parallel_kernel(_AT_SIG)
-def margin_at(z, delta, theta, f, df, f_conj, f_at_zero, slope_at_inf, curvature,
-              x_upper, x_lower):
+@template(_AT_SIG, parallel=True)
+def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, x_upper, x_lower):
     """x of the upper and lower margin at each z = logit p (NaN where the
     bound is not interior)."""
     for k in prange(z.size):
         p, pc = _sigmoid_pair(z[k])  # (p, 1 - p), both exact
-        x_upper[k] = solve_margin(p, pc, delta, theta, f, df, f_conj, f_at_zero,
-                                  slope_at_inf, curvature, math.nan)[3]
-        x_lower[k] = solve_margin(pc, p, delta, theta, f, df, f_conj, f_at_zero,
-                                  slope_at_inf, curvature, math.nan)[3]
+        x_upper[k] = solve_margin(p, pc, delta, theta, f_at_zero, slope_at_inf, curvature,
+                                  math.nan)[3]
+        x_lower[k] = solve_margin(pc, p, delta, theta, f_at_zero, slope_at_inf, curvature,
+                                  math.nan)[3]

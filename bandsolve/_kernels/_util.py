@@ -57,15 +57,19 @@ def jit(*args, **kwargs):
     ``error_model="numpy"`` makes 1/0 give inf rather than raise, which the
     kernels rely on at the edges u = 0 and p = 1. No fastmath: it would drop
     the NaN/inf semantics that saturation and the edge cases depend on.
-    ``cache=True`` where numba finds a writable cache folder, else in memory.
-    Used bare (``@jit``) or with a signature and options (``@jit(sig)``).
+    ``cache=True`` where numba finds a writable cache folder, else in memory
+    (``cache=False`` asks for memory only). Used bare (``@jit``) or with a
+    signature and options (``@jit(sig)``).
     """
     if len(args) == 1 and callable(args[0]) and not kwargs \
             and not isinstance(args[0], types.Type):
         return jit()(args[0])
     kwargs.setdefault("error_model", "numpy")
+    cache = kwargs.pop("cache", True)
 
     def decorate(fn):
+        if not cache:
+            return njit(*args, cache=False, **kwargs)(fn)
         try:
             return njit(*args, cache=True, **kwargs)(fn)
         except RuntimeError as exc:  # "cannot cache function ...: no locator available"
@@ -76,12 +80,12 @@ def jit(*args, **kwargs):
     return decorate
 
 
-def parallel_kernel(signature):
+def parallel_kernel(signature, cache=True):
     """A ``prange`` kernel, compiled for ``signature``, whose launches from
     several threads take turns (the module docstring says why)."""
 
     def decorate(fn):
-        kernel = jit(signature, parallel=True)(fn)
+        kernel = jit(signature, parallel=True, cache=cache)(fn)
 
         @functools.wraps(fn)
         def launch(*args):

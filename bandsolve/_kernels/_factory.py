@@ -1,0 +1,164 @@
+"""Kernels specialised for one divergence, compiled once and cached.
+
+A template (a function marked with :func:`template`, in ``_solver``) reads a
+divergence's functions from the globals named in :data:`SLOT_FIELDS`:
+``GENERATOR``, ``DERIVATIVE``, ``CONJUGATE`` and ``CLOSED_FORM``.
+:func:`specialise` compiles a copy of it whose globals bind those names to one
+divergence's numba functions, and bind every template it calls to that
+template's copy for the same divergence. numba resolves a global function at
+compile time, so each call is direct and LLVM inlines it: the loop is the one
+a person would write by hand for that divergence, and every divergence shares
+one source. The two alternatives cost more:
+
+* passing the functions as first-class function values costs an indirect
+  call per element and keeps the loop scalar (5x on the closed forms,
+  benchmarks/RESULTS.md);
+* passing a numba function as an ordinary argument specialises the callee
+  too, but numba embeds the function object's address in the machine code,
+  which its on-disk cache refuses.
+
+Caching
+-------
+* In memory: one compiled copy per (template, functions), so
+  ``alpha_divergence(a)`` for every ``a`` shares one (``a`` is a run-time
+  argument) and a divergence looked up again by name costs nothing.
+* On disk, through numba's cache, where every function is importable by its
+  module and name (the built-in generators, or a user's module-level
+  ``@njit`` functions). The entry is named by the functions and by a digest
+  of their modules' source and of this package's kernel source, so an edit to
+  any of them compiles anew instead of loading a stale kernel (numba itself
+  only watches the file the template is in). A function it cannot name (a
+  closure, as :meth:`~bandsolve.Divergence.from_generator` makes) compiles in
+  memory, once per process.
+"""
+
+import functools
+import hashlib
+import inspect
+import pathlib
+import sys
+import types as pytypes
+
+from ._util import jit, parallel_kernel
+
+#: The globals a template reads its divergence's functions from, and the
+#: ``Divergence`` field that fills each.
+SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
+               "CLOSED_FORM": "margins"}
+
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
+
+
+def template(signature=None, parallel=False):
+    """Mark a function as a template: compiled for ``signature`` (or lazily,
+    for the argument types it meets, without one), as a ``prange`` kernel
+    launched under the package's launch lock where ``parallel``."""
+
+    def mark(fn):
+        fn.template_options = (signature, parallel)
+        return fn
+
+    return mark
+
+
+def specialise(fn, divergence):
+    """The template ``fn`` compiled for ``divergence`` (any object with the
+    fields of :data:`SLOT_FIELDS`), from the in-memory cache after the first
+    call.
+
+    Raises TypeError where the template reads a function the divergence
+    leaves as None (a closed-form kernel for a divergence without one).
+    """
+    functions = []
+    for slot in sorted(_slots_read(fn)):
+        value = getattr(divergence, SLOT_FIELDS[slot])
+        if value is None:
+            raise TypeError(f"{fn.__name__} needs the divergence's {SLOT_FIELDS[slot]}, "
+                            "which it does not define")
+        functions.append((slot, value))
+    return _compiled(fn, tuple(functions))
+
+
+def _is_template(obj) -> bool:
+    return callable(obj) and hasattr(obj, "template_options")
+
+
+def _global_names(code):
+    """Every name the code object (and the functions nested in it) loads."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, pytypes.CodeType):
+            names |= _global_names(const)
+    return names
+
+
+@functools.cache
+def _slots_read(fn) -> frozenset:
+    """The slots a template reads, itself or through the templates it calls."""
+    names = _global_names(fn.__code__)
+    slots = {name for name in names if name in SLOT_FIELDS}
+    for name in names:
+        callee = fn.__globals__.get(name)
+        if _is_template(callee) and callee is not fn:
+            slots |= _slots_read(callee)
+    return frozenset(slots)
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(fn, functions):
+    bound = dict(functions)
+    namespace = dict(fn.__globals__)
+    namespace.update(bound)
+    for name in _global_names(fn.__code__):
+        callee = fn.__globals__.get(name)
+        if _is_template(callee):
+            needed = _slots_read(callee)
+            namespace[name] = _compiled(callee, tuple(item for item in functions
+                                                      if item[0] in needed))
+    copy = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
+                                fn.__closure__)
+    copy.__doc__ = fn.__doc__
+    copy.__module__ = fn.__module__
+    key = _cache_key(bound.values())
+    # numba names its cache files by the qualified name: one entry per
+    # divergence and source version, never a neighbour's kernel
+    copy.__qualname__ = f"{fn.__qualname__}[{key or f'{id(copy):x}'}]"
+    signature, parallel = fn.template_options
+    if parallel:
+        return parallel_kernel(signature, cache=key is not None)(copy)
+    options = {"cache": key is not None}
+    return jit(signature, **options)(copy) if signature is not None else jit(**options)(copy)
+
+
+def _cache_key(functions):
+    """A file-name-safe key naming the functions and the source they come
+    from, or None where some function cannot be named."""
+    digest = hashlib.sha256()
+    names = []
+    sources = {str(path) for path in _PACKAGE_DIR.glob("*.py")}
+    for dispatcher in functions:
+        py_func = getattr(dispatcher, "py_func", None)
+        if py_func is None or not _importable(dispatcher, py_func):
+            return None
+        names.append(py_func.__name__)
+        digest.update(f"{py_func.__module__}:{py_func.__qualname__};".encode())
+        try:
+            sources.add(inspect.getsourcefile(py_func) or "")
+        except TypeError:
+            return None
+    for path in sorted(sources):
+        try:
+            digest.update(pathlib.Path(path).read_bytes())
+        except OSError:
+            return None
+    return "-".join(names + [digest.hexdigest()[:16]])
+
+
+def _importable(dispatcher, py_func) -> bool:
+    """True where ``module.qualname`` resolves to this very dispatcher."""
+    if "<locals>" in py_func.__qualname__:
+        return False
+    target = sys.modules.get(py_func.__module__)
+    for part in py_func.__qualname__.split("."):
+        target = getattr(target, part, None)
+    return target is dispatcher
