@@ -295,3 +295,81 @@ def test_cuda_matches_cpu_and_captures_in_a_cuda_graph():
     graph.replay()
     torch.cuda.synchronize()
     torch.testing.assert_close(static_upper, upper.flip(0), rtol=0.0, atol=0.0)
+
+
+# --- asynchronous validation (issue 10.5) ----------------------------------------------
+_ASYNC_PATHS = [
+    ("band_from_logp", lambda x, v: bt.band_from_logp(x, 0.05, validate=v), True),
+    ("band", lambda x, v: bt.band(x, 0.05, validate=v), False),
+    ("BandTable", lambda x, v: bt.BandTable.build("kl", 0.05)(x, validate=v), True),
+    ("BandTable.from_p", lambda x, v: bt.BandTable.build("kl", 0.05).from_p(x, validate=v),
+     False),
+]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name, call, from_logp", _ASYNC_PATHS, ids=[p[0] for p in _ASYNC_PATHS])
+def test_async_validation_asserts_on_the_device_with_a_clear_message(name, call, from_logp,
+                                                                     dtype):
+    bad = torch.tensor([-0.1, 0.3] if from_logp else [0.5, 1.5], dtype=dtype)
+    # on the CPU, torch._assert_async raises at once; on CUDA at the next synchronisation
+    with pytest.raises(RuntimeError, match="bandsolve: .* validate='sync' to raise ValueError"):
+        call(bad, "async")
+    with pytest.raises(ValueError, match="1 of 2 elements are invalid"):
+        call(bad, "sync")
+
+
+@pytest.mark.parametrize("name, call, from_logp", _ASYNC_PATHS, ids=[p[0] for p in _ASYNC_PATHS])
+def test_async_validation_never_reads_back_from_the_device(name, call, from_logp,
+                                                          monkeypatch):
+    """"async" must not turn a tensor into a Python value: that is the host
+    synchronisation it exists to avoid. "sync" does, which shows the probe works."""
+    good = torch.tensor([-2.0, -0.1, 0.0] if from_logp else [0.1, 0.5, 1.0])
+    expected = call(good, False)
+    call(good, "sync")  # build and cache the table outside the probe
+
+    def no_read_back(self, *args):
+        raise AssertionError("a host read back")
+
+    for method in ("__bool__", "item", "tolist", "__float__", "__int__"):
+        monkeypatch.setattr(torch.Tensor, method, no_read_back)
+    lower, upper = call(good, "async")
+    with pytest.raises(AssertionError, match="host read back"):
+        call(good, "sync")
+    monkeypatch.undo()
+    torch.testing.assert_close(lower, expected[0], rtol=0.0, atol=0.0)
+    torch.testing.assert_close(upper, expected[1], rtol=0.0, atol=0.0)
+
+
+def test_validate_true_is_sync_on_the_cpu():
+    with pytest.raises(ValueError, match="contains NaN"):
+        bt.band_from_logp(torch.tensor([float("nan")]), 0.05, validate=True)
+    with pytest.raises(ValueError, match="contains NaN"):
+        bt.band_from_logp(torch.tensor([float("nan")]), 0.05, validate=np.True_)
+
+
+@pytest.mark.parametrize("validate", ["yes", "Sync", 1, None, 0.0])
+def test_validate_takes_only_its_documented_values(validate):
+    with pytest.raises(ValueError, match="validate must be True, False, 'sync' or 'async'"):
+        bt.band_from_logp(torch.tensor([-1.0]), 0.05, validate=validate)
+
+
+def test_async_validation_traces_under_fullgraph_compile():
+    table = bt.BandTable.build("kl", 0.05, max_ratio=10.0)
+    step = torch.compile(lambda x: table(x, validate="async"), fullgraph=True)
+    logp = -torch.rand(256) * 10.0
+    torch.testing.assert_close(step(logp)[1], table(logp, validate=False)[1])
+    with pytest.raises(RuntimeError):
+        step(torch.full((256,), float("nan")))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_default_validation_does_not_synchronise():
+    logp = -torch.rand(1 << 16, device="cuda") * 30.0
+    bt.band_from_logp(logp, 0.05)  # build the device table
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        bt.band_from_logp(logp, 0.05)  # validate=True: async on CUDA
+    finally:
+        torch.cuda.set_sync_debug_mode("default")

@@ -16,6 +16,7 @@ import functools
 import math
 import os
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -27,6 +28,9 @@ from ..divergences import DivergenceLike, get_divergence
 #: (lower, upper) ratio bounds, tensors of the input's shape, dtype and device
 TensorBounds = tuple[torch.Tensor, torch.Tensor]
 Device = str | torch.device | None
+#: What ``validate`` accepts: True (sync on the CPU, async elsewhere), False,
+#: "sync" or "async"
+Validate = bool | Literal["sync", "async"]
 
 __all__ = ["BandTable", "band", "band_from_logp", "compute_dtype"]
 
@@ -105,12 +109,10 @@ class BandTable:
       max(r, 1)) against the float64 root finder at the same (float32) input,
       for log p >= -80.
 
-    ``validate=True`` (the default) checks the input and raises
-    ``ValueError`` for NaN, +inf, log p > 0 (or p outside [0, 1]), and
-    ``TypeError`` for non-float dtypes; the value checks read a flag back
-    from the device, one synchronisation. ``validate=False`` is the hot path:
-    no checks, no synchronisation; invalid input then gives NaN bounds (never
-    a number).
+    ``validate`` checks the values (NaN, +inf, log p > 0, p outside [0, 1]);
+    the modes are those of :func:`band_from_logp`. Non-float dtypes raise
+    ``TypeError`` in every mode. Without a check, invalid input gives NaN
+    bounds (never a number).
     """
 
     def __init__(self, data: _table.BandTableData, device: Device = None) -> None:
@@ -165,27 +167,26 @@ class BandTable:
             raise ValueError(f"the input is on {x.device} and the table on {self.device}: "
                              f"use table.to({str(x.device)!r})")
 
-    def __call__(self, log_prob: torch.Tensor, *, validate: bool = True):
+    def __call__(self, log_prob: torch.Tensor, *, validate: Validate = True):
         """(lower, upper) from log-probabilities (log p <= 0; -inf is p = 0)."""
         dtype = self._prepare(log_prob, validate, from_logp=True)
         with torch.no_grad():
             logp = log_prob.detach().to(dtype)
             return self._evaluate(logp, -torch.expm1(logp), dtype)
 
-    def from_p(self, p: torch.Tensor, *, validate: bool = True) -> TensorBounds:
+    def from_p(self, p: torch.Tensor, *, validate: Validate = True) -> TensorBounds:
         """(lower, upper) from probabilities in [0, 1]."""
         dtype = self._prepare(p, validate, from_logp=False)
         with torch.no_grad():
             p = p.detach().to(dtype)
             return self._evaluate(torch.log(p), 1.0 - p, dtype)
 
-    def _prepare(self, x, validate: bool, from_logp: bool) -> torch.dtype:
+    def _prepare(self, x, validate: Validate, from_logp: bool) -> torch.dtype:
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
         dtype = compute_dtype(x.dtype)
         self._check_device(x)
-        if validate:
-            _check_values(x, from_logp)
+        _check_values(x, from_logp, _validation_mode(validate))
         return dtype
 
     def _evaluate(self, logp, q, dtype):
@@ -213,16 +214,46 @@ def _invalid(x: torch.Tensor, from_logp: bool) -> torch.Tensor:
     return torch.isnan(x) | (x > 0.0) if from_logp else ~((x >= 0.0) & (x <= 1.0))
 
 
-def _check_values(x: torch.Tensor, from_logp: bool):
-    """ValueError for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p).
+def _validation_mode(validate) -> str:
+    """``validate`` as one of the modes "auto" (True), "off" (False), "sync"
+    and "async"; ValueError for anything else."""
+    if isinstance(validate, bool | np.bool_):
+        return "auto" if validate else "off"
+    if isinstance(validate, str) and validate in ("auto", "off", "sync", "async"):
+        return validate
+    raise ValueError(f"validate must be True, False, 'sync' or 'async' (got {validate!r})")
 
-    One reduction and one read back to the host; the detailed message needs a
-    second pass only when something is wrong.
+
+def _input_names(from_logp: bool) -> tuple[str, str]:
+    return ("log_prob", "must be <= 0 (and not NaN or +inf)") if from_logp \
+        else ("p", "must lie in [0, 1] (and not be NaN or inf)")
+
+
+def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
+    """Check for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p).
+
+    "sync" (and "auto" on the CPU): one reduction and one read back to the
+    host, then ValueError naming the count, the first index and its value
+    (the details need a second pass only when something is wrong). "async"
+    (and "auto" on any other device): the reduction and a device-side
+    assertion, ``torch._assert_async``, with no read back; a failure is
+    reported at the next synchronisation. "off": nothing.
     """
-    if x.numel() == 0:
+    if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
     bad = _invalid(v, from_logp)
+    name, expected = _input_names(from_logp)
+    if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
+        # On CUDA a failed assertion surfaces at the next synchronisation as a
+        # device-side assert, which leaves the CUDA context unusable: the
+        # process must restart. That is the price of checking every step
+        # without a synchronisation; the message says how to find the element.
+        torch._assert_async(torch.logical_not(bad.any()),
+                            f"bandsolve: {name} {expected}, but some element is not "
+                            f"(checked on the device with validate={mode!r}); call with "
+                            f"validate='sync' to raise ValueError naming the first one")
+        return
     if not bool(bad.any()):
         return
     flat = bad.reshape(-1)
@@ -230,8 +261,6 @@ def _check_values(x: torch.Tensor, from_logp: bool):
     first = int(torch.nonzero(flat)[0, 0])
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), v.shape))
     value = float(v.reshape(-1)[first])
-    name, expected = ("log_prob", "must be <= 0 (and not NaN or +inf)") if from_logp \
-        else ("p", "must lie in [0, 1] (and not be NaN or inf)")
     if math.isnan(value):
         what = "contains NaN"
     elif value == math.inf:
@@ -277,7 +306,7 @@ def _checked_arguments(delta, divergence, max_ratio):
 
 @torch.library.custom_op("bandsolve::band", mutates_args=())
 def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
-             from_logp: bool, validate: bool) -> tuple[torch.Tensor, torch.Tensor]:
+             from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
     host work the compiler must not see."""
@@ -294,8 +323,7 @@ def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
 
 
 def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
-    if validate:
-        _check_values(x, from_logp)  # the torch messages, as on every other path
+    _check_values(x, from_logp, validate)  # the torch messages, as on every other path
     values = x.detach().contiguous().numpy()
     invalid = _invalid(x.detach(), from_logp).numpy()
     any_invalid = bool(invalid.any())  # only without validation
@@ -316,14 +344,15 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     return torch.empty_like(x, dtype=dtype), torch.empty_like(x, dtype=dtype)
 
 
-def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: bool):
+def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
+    mode = _validation_mode(validate)
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
-        return _band_op(x.detach(), delta, key, cap, from_logp, validate)
-    return _evaluate(x, delta, key, cap, from_logp, validate)  # a user-defined Divergence
+        return _band_op(x.detach(), delta, key, cap, from_logp, mode)
+    return _evaluate(x, delta, key, cap, from_logp, mode)  # a user-defined Divergence
 
 
 def _memory_range(t: torch.Tensor) -> tuple[int, int]:
@@ -422,7 +451,7 @@ def _into(bounds: TensorBounds, out: tuple[torch.Tensor, torch.Tensor] | None) -
 
 
 def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
-                   max_ratio: float | None = None, validate: bool = True,
+                   max_ratio: float | None = None, validate: Validate = True,
                    out: tuple[torch.Tensor, torch.Tensor] | None = None) -> TensorBounds:
     """The band from log-probabilities on any device: :func:`bandsolve.band_from_logp`
     for torch.
@@ -437,8 +466,20 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
         As in :func:`bandsolve.band`.
     max_ratio : float, optional
         Cap on the upper bound, >= 1.
-    validate : bool
-        Check the values (one device-to-host read); ``False`` for the hot path.
+    validate : bool or {"sync", "async"}
+        Check the values for NaN, +inf and log p > 0.
+
+        * ``True`` (default): on the CPU, "sync"; on any other device,
+          "async", so that a training step pays no synchronisation for it.
+        * ``"sync"``: one device-to-host read; ValueError naming how many
+          elements are invalid, the first index and its value.
+        * ``"async"``: a device-side assertion (``torch._assert_async``), no
+          read back. On CUDA a failure surfaces at the next synchronisation
+          as ``RuntimeError: CUDA error: device-side assert triggered`` with
+          bandsolve's message, and leaves the CUDA context unusable (the
+          process must restart); on the CPU it raises RuntimeError at once.
+        * ``False``: no check, for the hot path: invalid elements get NaN
+          bounds.
     out : (Tensor, Tensor), optional
         Tensors to write (lower, upper) into, as in :func:`bandsolve.band`:
         the result's shape, dtype and device, sharing memory neither with
@@ -471,7 +512,8 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
         the result's dtype.
     ValueError
         delta <= 0, NaN, inf or not a scalar; max_ratio < 1; an unknown
-        divergence; and, with ``validate``, NaN, +inf or log p > 0; ``out``
+        divergence; ``validate`` not one of its values; and, with ``validate``
+        "sync" (``True`` on the CPU), NaN, +inf or log p > 0; ``out``
         of another shape or device, or sharing memory with the input or
         with each other.
 
@@ -484,7 +526,7 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
 
 
 def band(p: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
-         max_ratio: float | None = None, validate: bool = True,
+         max_ratio: float | None = None, validate: Validate = True,
          out: tuple[torch.Tensor, torch.Tensor] | None = None) -> TensorBounds:
     """The band from probabilities in [0, 1]: :func:`bandsolve.band` for torch.
 

@@ -13,6 +13,7 @@ import math
 import torch
 
 from ..divergences import get_divergence
+from .bounds import Validate
 
 
 def _full_like(x: torch.Tensor, value: float) -> torch.Tensor:
@@ -74,14 +75,15 @@ class Band:
     The bounds come from ``old_log_prob`` without gradient, on its device,
     through :func:`bandsolve.torch.band_from_logp` (a certified table; no host
     round trip). Log-probabilities that rounding put above 0 are read as 0.
-    ``validate`` checks for NaN and +inf (one device-to-host read); with
-    ``validate=False`` such tokens get NaN bounds, and so a NaN loss.
+    ``validate`` checks for NaN and +inf, as in ``bandsolve.torch.band_from_logp``
+    (asynchronously on a GPU); with ``validate=False`` such tokens get NaN
+    bounds, and so a NaN loss.
     """
 
     delta: float = 0.05
     divergence: str = "kl"
     max_ratio: float | None = 10.0
-    validate: bool = True
+    validate: Validate = True
 
     def __post_init__(self):
         get_divergence(self.divergence)  # fail early on an unknown name

@@ -36,7 +36,9 @@ Configuration keys (on ``trainer.algorithm``):
     ``trainer.algorithm.clip_ratio_c`` (3 by default), as in SkyRL's
     ``dual_clip`` loss (and verl's ``vanilla``).
 ``band_validate`` (true)
-    Check old log-probabilities for NaN and +inf (one device-to-host read).
+    Check old log-probabilities for NaN and +inf: on a GPU a device-side
+    assertion with no synchronisation, on the CPU a ValueError
+    (``validate=True`` of :func:`bandsolve.torch.band_from_logp`).
 
 SkyRL's ``eps_clip_low``/``eps_clip_high`` are not used: the band replaces
 [1 - eps_clip_low, 1 + eps_clip_high]. The per-token loss is BandPO's clipped

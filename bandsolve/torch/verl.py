@@ -29,7 +29,9 @@ verl's PolicyLossConfig for :class:`BandPOPolicyLossConfig`, which adds them):
     Dual clip for negative advantages at verl's own ``actor.clip_ratio_c``
     (3 by default), as in verl's ``vanilla`` loss.
 ``band_validate`` (true)
-    Check old log-probabilities for NaN and +inf (one device-to-host read).
+    Check old log-probabilities for NaN and +inf: on a GPU a device-side
+    assertion with no synchronisation, on the CPU a ValueError
+    (``validate=True`` of :func:`bandsolve.torch.band_from_logp`).
 
 Without the ``_target_`` override the loss runs with these defaults.
 The per-token loss is BandPO's clipped surrogate with the band in place of
