@@ -189,6 +189,23 @@ def test_regression_alpha_lower_bounds_measured_off_by_4x(a, delta, p):
     assert ref.error_ratio(float(lower), truth) <= 1.0
 
 
+@pytest.mark.parametrize("p, delta", [(1e-18, 1e-20), (1e-18, 2e-18), (1e-300, 1e-301),
+                                      (1 - 1e-12, 1e-14), (0.5, 1e-30), (0.75, 1.0),
+                                      (0.25, 1.0 - 1e-15), (0.999, 1.999)])
+@pytest.mark.parametrize("from_logp", [False, True])
+def test_regression_hellinger_saturation_decision_at_tiny_angles(p, delta, from_logp):
+    """Hellinger's closed form decides saturation from sines and cosines; with
+    cos(w) = 1 - delta/2 and sqrt(1 - p) both rounding to 1 for tiny p and
+    delta, a cosine comparison would call (1e-18, 1e-20) saturated (lower = 0)
+    where the true lower bound is 0.81. Checked against mpmath on both sides."""
+    x = math.log(p) if from_logp else p
+    fn = bs.band_from_logp if from_logp else bs.band
+    lower, upper = fn(np.array([x]), delta, "hellinger")
+    for side, value in (("lower", lower[0]), ("upper", upper[0])):
+        truth = ref.bound("hellinger", x, delta, side, from_logp=from_logp)[0]
+        assert ref.error_ratio(float(value), truth) <= 1.0, (side, value, truth)
+
+
 def test_reference_is_exact_where_p_and_delta_are_both_tiny():
     """The mpmath reference itself needed more digits at p = delta = 1e-300
     (u2 = 1 - 1e-300 rounds to 1 at 60 digits): tv's band is 1 + delta/p."""

@@ -13,8 +13,6 @@ import math
 
 from ._util import closed_form, jit
 
-_HALF_PI = 0.5 * math.pi
-
 
 @closed_form
 def tv_margins(a, b, delta, theta):
@@ -58,32 +56,38 @@ def neyman_margins(a, b, delta, theta):
 
 
 @jit
-def _hellinger_margin(t, tc, w, sin_w, end):
-    """sin(w) sin(2t + w), the move from the angle t by w, or ``end`` once
-    it saturates (w >= tc); the sine's argument is the one that does not cancel."""
-    if w >= tc:
+def _hellinger_margin(sin_t, cos_t, cos_2t, cross, sin_w, cos_w, end):
+    """sin(w) sin(2t + w), the move from the angle t by w, or ``end`` once it
+    saturates (w >= pi/2 - t), from sines and cosines alone.
+
+    sin(2t + w) = sin(2t) cos(w) + cos(2t) sin(w), with cross = sin(2t) cos(w).
+    For t > pi/4 the two terms have opposite signs, but before saturation the
+    sum is at least half the larger one: at most one bit is lost. Saturation
+    compares whichever function is small at w (the sine below pi/4, the cosine
+    above it), so that no comparison rounds to 1 = 1 for tiny p or delta.
+    """
+    if cos_w >= sin_w:
+        saturated = sin_w >= cos_t  # sin(w) >= sin(pi/2 - t)
+    else:
+        saturated = cos_w <= sin_t  # cos(w) <= cos(pi/2 - t)
+    if saturated:
         return end
-    if t <= tc:
-        return min(sin_w * math.sin(2.0 * t + w), end)
-    return min(sin_w * math.sin(2.0 * tc - w), end)  # = sin(2t + w), tc = pi/2 - t
+    return min(sin_w * (cross + cos_2t * sin_w), end)
 
 
 @closed_form
 def hellinger_margins(a, b, delta, theta):
-    # With t the angle of sqrt(a) and w = arccos(1 - delta/2): q = sin^2(t + w),
-    # so m_hi = sin^2(t + w) - sin^2(t) = sin(w) sin(2t + w), saturating once
-    # w >= pi/2 - t. The lower margin swaps t and its complement. Both angles
-    # come from atan2, exact on both sides.
+    # With t the angle of sqrt(a) (sin t = sqrt(a), cos t = sqrt(b)) and
+    # w = arccos(1 - delta/2): q = sin^2(t + w), so m_hi = sin^2(t + w) - sin^2(t)
+    # = sin(w) sin(2t + w), saturating once w >= pi/2 - t. The lower margin
+    # swaps t and its complement. All in square roots: no trigonometric call.
     if delta >= 2.0:
         return b, a
-    # one atan2 for the smaller angle (<= pi/4); its complement pi/2 - t is
-    # >= pi/4 and so does not cancel
-    if a <= b:
-        t = math.atan2(math.sqrt(a), math.sqrt(b))
-        tc = _HALF_PI - t
-    else:
-        tc = math.atan2(math.sqrt(b), math.sqrt(a))
-        t = _HALF_PI - tc
-    w = 2.0 * math.asin(0.5 * math.sqrt(delta))
+    sin_t = math.sqrt(a)
+    cos_t = math.sqrt(b)
+    cos_w = 1.0 - 0.5 * delta
     sin_w = math.sqrt(delta) * math.sqrt(1.0 - 0.25 * delta)
-    return _hellinger_margin(t, tc, w, sin_w, b), _hellinger_margin(tc, t, w, sin_w, a)
+    cross = 2.0 * sin_t * cos_t * cos_w  # sin(2t) cos(w), the same for both
+    # cos(2t) = b - a; the complement's is a - b
+    return (_hellinger_margin(sin_t, cos_t, b - a, cross, sin_w, cos_w, b),
+            _hellinger_margin(cos_t, sin_t, a - b, cross, sin_w, cos_w, a))
