@@ -1,7 +1,7 @@
 """GPU benchmark of bandsolve.torch (issue 4): N = 32,768, 524,288 and
-8,388,608 tokens, float32 and bfloat16, eager, table and compiled, against the
-paper's bisection and a plain clamp, all timed in one run (under 5 minutes on
-one GPU).
+8,388,608 tokens, float32 and bfloat16, eager, table and compiled, with and
+without validation, against the paper's bisection and a plain clamp, all timed
+in one run (under 5 minutes on one GPU).
 
     python benchmarks/gpu_bench.py [--out benchmarks/gpu.md]
     python benchmarks/gpu_bench.py --smoke     # the same code on the CPU, in seconds

@@ -15,7 +15,10 @@ log-probabilities it times, for Band-KL at delta = 0.05 with max_ratio 10:
   elementwise op that reads it and writes a result;
 * ``eager``: ``bandsolve.torch.band_from_logp(x, 0.05, validate=False)``;
 * ``table``: a prebuilt ``BandTable`` called eagerly;
-* ``compiled``: the table call under ``torch.compile(fullgraph=True)``.
+* ``compiled``: the table call under ``torch.compile(fullgraph=True)``;
+* ``eager+validate`` and ``table+validate``: ``eager`` and ``table`` with the
+  default ``validate=True``, the check a trainer plug-in runs every step
+  (asynchronous on a GPU, one read back on the CPU).
 
 Times are medians over ``--repeat`` runs after two warm-ups, with CUDA
 events on a GPU and ``perf_counter`` on the CPU; ratios compare timings from
@@ -123,6 +126,10 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
                 "eager": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
                                                 validate=False),
                 "table": lambda: table(x, validate=False),
+                # the default, validate=True: a device-side assertion on a GPU
+                # (no synchronisation), a read back on the CPU
+                "eager+validate": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO),
+                "table+validate": lambda: table(x),
             }
             if compiled is not None:
                 variants["compiled"] = lambda: compiled(x)

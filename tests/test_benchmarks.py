@@ -23,3 +23,14 @@ def test_gpu_bench_smoke(tmp_path):
     for line in text.splitlines():
         if any(f"| {v} |" in line for v in ("eager", "table", "compiled")):
             assert float(line.rstrip(" |").rsplit("|", 1)[1]) <= 1.0, line
+
+
+def test_benchmark_history_cases_run(tmp_path):
+    """Each case of the pytest-benchmark history runs once (timing disabled),
+    so that the file a contributor runs before and after a change works."""
+    pytest.importorskip("pytest_benchmark")
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             str(ROOT / "benchmarks" / "test_history.py"), "--benchmark-disable"],
+                            capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
