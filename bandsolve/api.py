@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
@@ -16,9 +18,37 @@ Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
 
 
-# Above this many elements with one delta, a table of starting points (8194
-# solves) pays for itself; see _kernels/_warm_start.py.
-_WARM_START_MIN_SIZE = 32768
+# From this many elements with one delta, a table of starting points pays:
+# building it (8194 solves, about 1.7 ms for kl) costs about what 4096
+# elements save in one call (about 470 ns each from scratch, 130 with the
+# table), and nothing in later calls with the same delta, which reuse it.
+# See _kernels/_warm_start.py.
+_WARM_START_MIN_SIZE = 4096
+
+
+@functools.lru_cache(maxsize=32)
+def _start_tables(div: Divergence, delta: float) -> tuple[np.ndarray, np.ndarray]:
+    """The warm-start tables (upper, lower) for one divergence and delta.
+
+    A memo of a pure function, so that a trainer calling with the same delta
+    every step builds them once; read-only, as calls share them. At most 32
+    entries of 131 kB.
+    """
+    start_upper = np.empty(_warm_start.NODES)
+    start_lower = np.empty(_warm_start.NODES)
+    specialise(_solver.margin_at, div)(_warm_start.NODE_Z, delta, div.parameter,
+                                       div.f_at_zero, div.slope_at_infinity,
+                                       div.curvature_at_one, start_upper, start_lower)
+    start_upper.setflags(write=False)
+    start_lower.setflags(write=False)
+    return start_upper, start_lower
+
+
+def _warm_start_tables(div: Divergence, delta: np.ndarray, n: int):
+    """The start tables for a single delta where they pay, else two empty arrays."""
+    if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
+        return _start_tables(div, float(delta[0]))
+    return np.empty(0), np.empty(0)
 
 
 class BandSolveError(RuntimeError):
@@ -95,12 +125,7 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
     elif n:
         solver_args = (div.parameter, div.f_at_zero, div.slope_at_infinity,
                        div.curvature_at_one)
-        start_upper = start_lower = np.empty(0)
-        if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
-            start_upper = np.empty(_warm_start.NODES)
-            start_lower = np.empty(_warm_start.NODES)
-            specialise(_solver.margin_at, div)(_warm_start.NODE_Z, float(delta[0]),
-                                               *solver_args, start_upper, start_lower)
+        start_upper, start_lower = _warm_start_tables(div, delta, n)
         failures = specialise(_solver.band_by_root, div)(x, from_logp, delta, *solver_args,
                                                          start_upper, start_lower, lower,
                                                          upper)

@@ -198,3 +198,33 @@ def test_subnormal_p_gives_finite_ordered_bounds(name):
     lo, hi = bs.band(p, 0.1, name)
     assert np.all((0 <= lo) & (lo <= 1) & (1 <= hi))
     assert not np.isnan(hi).any()
+
+
+def test_warm_start_tables_are_reused_per_divergence_and_delta():
+    """A trainer calls with the same delta every step: the start tables are
+    built once per (divergence, delta), shared read-only, and a call with
+    another delta or divergence neither reuses nor disturbs them."""
+    from bandsolve import api
+
+    api._start_tables.cache_clear()
+    p = np.geomspace(1e-8, 1 - 1e-9, api._WARM_START_MIN_SIZE)
+    first = bs.band(p, 0.05, "kl")
+    assert api._start_tables.cache_info().misses == 1
+    other_delta = bs.band(p, 0.2, "kl")
+    other_divergence = bs.band(p, 0.05, "rkl")
+    again = bs.band(p, 0.05, "kl")
+    info = api._start_tables.cache_info()
+    assert (info.misses, info.hits) == (3, 1)
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a, b)
+    # the other calls solved their own problems: the same as cold small batches
+    for got, delta, name in ((other_delta, 0.2, "kl"), (other_divergence, 0.05, "rkl")):
+        cold = [np.concatenate(parts) for parts in zip(*(
+            bs.band(chunk, delta, name) for chunk in np.array_split(p, 4)))]
+        for g, c in zip(got, cold):
+            np.testing.assert_allclose(g, c, rtol=1e-12, atol=1e-15)
+    tables = api._start_tables(bs.get_divergence("kl"), 0.05)
+    assert not any(t.flags.writeable for t in tables)
+    # below the size where a table pays, none is built
+    bs.band(p[:100], 0.3, "kl")
+    assert api._start_tables.cache_info().misses == 3

@@ -67,7 +67,7 @@ def test_layout_never_changes_the_bounds(p, layout, divergence, from_logp):
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("divergence", ["kl", "chi2", "rkl"])
 def test_layout_of_a_large_batch_and_of_delta(layout, divergence):
-    """The warm-start path (>= 32768 elements, one delta) and a delta array
+    """The warm-start path (40,000 elements, one delta) and a delta array
     in the same layout as p."""
     rng = np.random.default_rng(3)
     p = rng.uniform(0.0, 1.0, (200, 200))

@@ -1,6 +1,7 @@
 """Every public path x every kind of divergence, against mpmath.
 
-Paths: small batch and large batch (the warm start, >= 32768 elements), from
+Paths: small batch and large batch (the warm start, one delta and
+api._WARM_START_MIN_SIZE elements or more), from
 p and from log p, the generic root finder in place of a closed form, torch
 eager (float64 and float32), a torch BandTable, and a table exported to a
 file and loaded back. Kinds: each built-in, the alpha family at values of a
@@ -22,6 +23,7 @@ import pytest
 import reference as ref
 
 import bandsolve as bs
+from bandsolve import api
 from bandsolve import table as bt_table
 from bandsolve._kernels import _solver
 
@@ -122,8 +124,9 @@ def test_numpy_large_batch_takes_the_warm_start(k, delta):
     lower, upper = bs.band_from_logp(logp, delta, kind[1])
     _check(kind, delta, sample, (lower[:sample.size], upper[:sample.size]), where="large")
     # the rest against the same inputs solved cold, in batches below the warm start
+    cold_chunks = -(-logp.size // (api._WARM_START_MIN_SIZE - 1))
     cold = [np.concatenate(parts) for parts in zip(*(
-        bs.band_from_logp(chunk, delta, kind[1]) for chunk in np.array_split(logp, 4)))]
+        bs.band_from_logp(chunk, delta, kind[1]) for chunk in np.array_split(logp, cold_chunks)))]
     for got, expected in zip((lower, upper), cold):
         finite = np.isfinite(expected)
         tol = 2 * _tolerance(expected[finite], kind[3], 4 * ref.EPS)
