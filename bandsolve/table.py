@@ -301,7 +301,8 @@ def _certify(table: BandTableData, div: Divergence) -> float:
         beyond_floor = error > ATOL * np.maximum(r, 1.0)
         if np.any(beyond_floor):
             scale = np.minimum(r, np.abs(r - 1.0))[beyond_floor]
-            worst = max(worst, float(np.max(error[beyond_floor] / scale)))
+            with np.errstate(divide="ignore"):  # an error at r = 1 exactly: rtol inf
+                worst = max(worst, float(np.max(error[beyond_floor] / scale)))
     return worst
 
 
@@ -321,7 +322,9 @@ def build(divergence: DivergenceLike = "kl", delta: float = 0.05, *,
     ------
     TypeError, ValueError
         As :func:`bandsolve.band` for delta, max_ratio and the divergence;
-        ValueError for an array delta.
+        ValueError for an array delta, and where the certificate is not
+        finite (the table misses the root finder without bound somewhere,
+        e.g. kl at a subnormal delta), so that no table certifies nothing.
     """
     div = get_divergence(divergence)
     delta_arr = _validate.check_delta(delta)
@@ -332,7 +335,13 @@ def build(divergence: DivergenceLike = "kl", delta: float = 0.05, *,
     draft = BandTableData(divergence=div.name, delta=d, max_ratio=cap,
                           upper=_fit_side(div, d, True), lower=_fit_side(div, d, False),
                           lower_at_one=float(api.band(1.0, d, div)[0]), rtol=math.nan)
-    return dataclasses.replace(draft, rtol=_certify(draft, div))
+    rtol = _certify(draft, div)
+    if not math.isfinite(rtol):
+        raise ValueError(f"the table of {div.name} at delta={d!r} cannot be certified: it "
+                         "misses the root finder without bound at some checked point "
+                         "(certified exactly for delta from 1e-6 to 10); use the numpy "
+                         "API bandsolve.band for this delta")
+    return dataclasses.replace(draft, rtol=rtol)
 
 
 _SIDE_FIELDS = ("center", "threshold")

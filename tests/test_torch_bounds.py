@@ -373,3 +373,31 @@ def test_cuda_default_validation_does_not_synchronise():
         bt.band_from_logp(logp, 0.05)  # validate=True: async on CUDA
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+@pytest.mark.parametrize("divergence", ["kl", "neyman_chi2", "alpha:-1", "alpha:-3", "tv"])
+def test_table_gives_exactly_the_numpy_bounds_at_p_zero(divergence):
+    """p = 0 (log p = -inf) is a limit the table's grid only approaches; the
+    numpy API returns (0, inf) there, and so must every table path (float32
+    eager, and a float64 BandTable as used off the CPU)."""
+    table = bt.BandTable.build(divergence, 0.05)
+    for dtype in (torch.float32, torch.float64):
+        logp = torch.tensor([-math.inf, 0.0], dtype=dtype)
+        for lower, upper in (table(logp), table.from_p(logp.exp()),
+                             bt.band_from_logp(logp.float(), 0.05, divergence)):
+            assert lower[0].item() == 0.0 and upper[0].item() == math.inf, (dtype, lower, upper)
+
+
+def test_eager_table_paths_refuse_a_delta_their_table_cannot_certify():
+    """Outside the deltas where tables are certified, a table could miss the
+    bound by far more than the float32 promise (kl at delta = 1e-100: rtol
+    1e10; at a subnormal delta, no bound at all): the eager functions raise
+    instead of answering, and the float64 CPU path still solves it."""
+    logp = torch.tensor([-230.0, -1.0])
+    with pytest.raises(ValueError, match="cannot tabulate kl"):
+        bt.band_from_logp(logp, 1e-100, "kl")
+    with pytest.raises(ValueError, match="cannot be certified"):
+        bt.BandTable.build("kl", 5e-324)
+    lower, upper = bt.band_from_logp(logp.double(), 1e-100, "kl")
+    expected = bs.band_from_logp(logp.double().numpy(), 1e-100, "kl")
+    np.testing.assert_array_equal(upper.numpy(), expected[1])

@@ -203,6 +203,9 @@ class BandTable:
         y_lo = lower_side.log_share(z)
         lower = torch.where(z <= lower_side.threshold, 0.0, 0.0 - torch.expm1(y_lo))
         lower = torch.where(q == 0.0, self.data.lower_at_one, lower)
+        # p = 0 is the limit the grid only approaches (z clamped): exactly 0,
+        # as in the numpy API
+        lower = torch.where(logp == -math.inf, 0.0, lower)
         # Unvalidated invalid input (NaN, +inf, log p > 0, p outside [0, 1])
         # makes z NaN: both bounds say so rather than a number.
         invalid = torch.isnan(z)
@@ -271,10 +274,24 @@ def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
                      f"at index {index} (value {value!r})")
 
 
+#: The largest table certificate rtol the eager functions accept: the float32
+#: promise's relative term. An explicit BandTable.build takes any certificate
+#: and stores it.
+_EAGER_RTOL_LIMIT = 1e-5
+
+
 @functools.lru_cache(maxsize=32)
 def _host_table(divergence, delta: float, max_ratio: float) -> _table.BandTableData:
-    return _table.build(divergence, delta, max_ratio=None if max_ratio == math.inf
+    data = _table.build(divergence, delta, max_ratio=None if max_ratio == math.inf
                         else max_ratio)
+    if not data.rtol <= _EAGER_RTOL_LIMIT:
+        raise ValueError(
+            f"bandsolve.torch cannot tabulate {data.divergence} at delta={delta!r} to its "
+            f"promised accuracy (the table's certified rtol is {data.rtol:.3g}, above "
+            f"{_EAGER_RTOL_LIMIT:g}; tables are certified exactly for delta from 1e-6 to 10): "
+            "use float64 tensors on the CPU or the numpy API bandsolve.band, which solve "
+            "every delta, or BandTable.build to accept this certificate")
+    return data
 
 
 @functools.lru_cache(maxsize=32)
@@ -515,7 +532,9 @@ def band_from_logp(log_prob: torch.Tensor, delta: float, divergence: DivergenceL
         divergence; ``validate`` not one of its values; and, with ``validate``
         "sync" (``True`` on the CPU), NaN, +inf or log p > 0; ``out``
         of another shape or device, or sharing memory with the input or
-        with each other.
+        with each other; a delta whose table cannot be certified to
+        rtol <= 1e-5 where a table is used (float32/16 input, or float64
+        off the CPU; the certificate is exact for delta from 1e-6 to 10).
 
     The first call for a (divergence, delta, max_ratio, device) builds the
     table (about 0.1 s); later calls reuse it.
