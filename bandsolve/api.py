@@ -78,6 +78,38 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
         f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
 
 
+#: Above this many elements, a layout that the stride test cannot clear is
+#: taken to overlap rather than checked element by element.
+_EXACT_OVERLAP_LIMIT = 1 << 24
+
+
+def _overlaps_itself(arr: np.ndarray) -> bool:
+    """Whether two elements of ``arr`` share a byte.
+
+    Cleared at once where the strides, sorted, each step past everything the
+    smaller ones span (every C, Fortran, sliced or transposed layout); else
+    decided from the elements' byte offsets (a stride of 0, as_strided views).
+    """
+    dims = sorted((abs(stride), size) for stride, size in zip(arr.strides, arr.shape)
+                  if size > 1)
+    if arr.size == 0 or not dims:
+        return False
+    span = arr.itemsize
+    for stride, size in dims:
+        if stride < span:
+            break
+        span += stride * (size - 1)
+    else:
+        return False
+    if arr.size > _EXACT_OVERLAP_LIMIT:
+        return True
+    offsets = np.zeros(1, dtype=np.int64)
+    for stride, size in dims:
+        offsets = (offsets[:, None] + stride * np.arange(size, dtype=np.int64)).ravel()
+    offsets.sort()
+    return bool(np.any(np.diff(offsets) < arr.itemsize))
+
+
 def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
     """``out`` validated: a pair of writable float64 arrays of the result's
     shape that overlap neither each other nor an input."""
@@ -96,9 +128,9 @@ def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
                              f"(got {arr.shape})")
         if not arr.flags.writeable:
             raise ValueError(f"{name} is read-only")
-        if any(stride == 0 and size > 1 for stride, size in zip(arr.strides, arr.shape)):
-            raise ValueError(f"{name} has elements that share memory (a stride of 0): "
-                             "each bound needs its own element")
+        if _overlaps_itself(arr):
+            raise ValueError(f"{name} has elements that share memory (its strides map two "
+                             "elements to overlapping bytes): each bound needs its own element")
         for input_name, source in inputs:
             if np.shares_memory(arr, source):
                 raise ValueError(f"{name} overlaps the input {input_name}: the kernels "
@@ -112,7 +144,9 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
            max_ratio: float, out: tuple | None = None):
     n = int(np.prod(shape, dtype=np.int64))
     if out is not None and all(a.flags.c_contiguous for a in out):
-        lower, upper = (a.reshape(-1) for a in out)  # views: the kernels write in place
+        # views (of the base class, for subclasses such as np.matrix, whose
+        # reshape stays 2-D): the kernels write in place
+        lower, upper = (np.asarray(a).reshape(-1) for a in out)
     else:
         # np.zeros, not np.empty: calloc hands out fresh zero pages, which the
         # kernel's threads fault in about 3x faster than recycled heap memory
