@@ -41,13 +41,31 @@ def as_real_array(value, name: str) -> np.ndarray:
 
 
 def _raise(arr: np.ndarray, count: int, flat_index: int, name: str, what: str):
+    value = arr.flat[flat_index]
+    # a longdouble prints in its own digits (float() would round it into range)
+    shown = repr(float(value)) if arr.dtype.itemsize <= 8 else str(value)
     if arr.ndim == 0:
-        where = f"got {float(arr)!r}"
+        where = f"got {shown}"
     else:
         index = tuple(int(i) for i in np.unravel_index(flat_index, arr.shape))
-        where = (f"{count} of {arr.size} elements, the first at index {index} "
-                 f"(value {float(arr.flat[flat_index])!r})")
+        where = f"{count} of {arr.size} elements, the first at index {index} (value {shown})"
     raise ValueError(f"{name} {what}: {where}")
+
+
+def _check_wider(value, arr, name, low, high, low_inclusive, high_inclusive, messages):
+    """``_check``, after the range test in the input's own precision where it
+    is wider than float64 (longdouble): rounding to float64 could carry
+    1 + 2^-60 onto 1 or -1e-4000 onto -0.0, inside the range."""
+    original = np.asarray(value)
+    if original.dtype.kind == "f" and original.dtype.itemsize > 8:
+        flat = original.reshape(-1)
+        for kind, fails in ((_scan.BELOW, (flat < low) | ((flat == low) & (not low_inclusive))),
+                            (_scan.ABOVE, (flat > high) | ((flat == high) & (not high_inclusive)))):
+            fails &= np.isfinite(flat)  # NaN and inf survive the rounding: _check names them
+            if kind in messages and fails.any():
+                where = np.flatnonzero(fails)
+                _raise(original, where.size, int(where[0]), name, messages[kind])
+    _check(arr, name, low, high, low_inclusive, high_inclusive, messages)
 
 
 def _check(arr, name, low, high, low_inclusive, high_inclusive, messages):
@@ -71,7 +89,7 @@ def _check(arr, name, low, high, low_inclusive, high_inclusive, messages):
 
 def check_probability(p, name: str = "p") -> np.ndarray:
     arr = as_real_array(p, name)
-    _check(arr, name, 0.0, 1.0, True, True, {
+    _check_wider(p, arr, name, 0.0, 1.0, True, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
         _scan.NEG_INF: "contains -inf", _scan.BELOW: "must lie in [0, 1]",
         _scan.ABOVE: "must lie in [0, 1]"})
@@ -81,7 +99,7 @@ def check_probability(p, name: str = "p") -> np.ndarray:
 def check_log_probability(logp, name: str = "logp") -> np.ndarray:
     """log p in [-inf, 0]; -inf is log 0, a valid probability of zero."""
     arr = as_real_array(logp, name)
-    _check(arr, name, -math.inf, 0.0, True, True, {
+    _check_wider(logp, arr, name, -math.inf, 0.0, True, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains +inf",
         _scan.ABOVE: "must be <= 0 (a log-probability)"})
     return arr
@@ -89,7 +107,7 @@ def check_log_probability(logp, name: str = "logp") -> np.ndarray:
 
 def check_delta(delta, name: str = "delta") -> np.ndarray:
     arr = as_real_array(delta, name)
-    _check(arr, name, 0.0, math.inf, False, True, {
+    _check_wider(delta, arr, name, 0.0, math.inf, False, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
         _scan.NEG_INF: "must be positive (the trust-region radius)",
         _scan.BELOW: "must be positive (the trust-region radius)"})
@@ -98,7 +116,7 @@ def check_delta(delta, name: str = "delta") -> np.ndarray:
 
 def check_ratio(r, name: str = "r") -> np.ndarray:
     arr = as_real_array(r, name)
-    _check(arr, name, 0.0, math.inf, True, True, {
+    _check_wider(r, arr, name, 0.0, math.inf, True, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
         _scan.NEG_INF: "must be >= 0 (a ratio of probabilities)",
         _scan.BELOW: "must be >= 0 (a ratio of probabilities)"})

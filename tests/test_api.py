@@ -228,3 +228,19 @@ def test_warm_start_tables_are_reused_per_divergence_and_delta():
     # below the size where a table pays, none is built
     bs.band(p[:100], 0.3, "kl")
     assert api._start_tables.cache_info().misses == 3
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
+                    reason="longdouble is float64 on this platform")
+@pytest.mark.parametrize("call, match", [
+    (lambda: bs.band(np.longdouble(1) + np.longdouble(2) ** -60, 0.05), r"p must lie in \[0, 1\]"),
+    (lambda: bs.band(np.array([0.5, -np.longdouble(10) ** -4000]), 0.05), r"index \(1,\)"),
+    (lambda: bs.band_from_logp(np.longdouble(2) ** -1080, 0.05), "must be <= 0"),
+    (lambda: bs.band(0.5, -np.longdouble(10) ** -4000), "must be positive"),
+    (lambda: bs.binary_divergence(0.5, -np.longdouble(10) ** -4000, "kl"), "must be >= 0"),
+])
+def test_longdouble_out_of_range_is_rejected_before_rounding(call, match):
+    """Rounding to float64 would carry these invalid values onto 1, -0.0 or
+    0, inside the range: the range test runs in the input's own precision."""
+    with pytest.raises(ValueError, match=match):
+        call()
