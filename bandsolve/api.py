@@ -36,9 +36,7 @@ def _start_tables(div: Divergence, delta: float) -> tuple[np.ndarray, np.ndarray
     """
     start_upper = np.empty(_warm_start.NODES)
     start_lower = np.empty(_warm_start.NODES)
-    specialise(_solver.margin_at, div)(_warm_start.NODE_Z, delta, div.parameter,
-                                       div.f_at_zero, div.slope_at_infinity,
-                                       div.curvature_at_one, start_upper, start_lower)
+    _solver.margins_at(div, _warm_start.NODE_Z, delta, start_upper, start_lower)
     start_upper.setflags(write=False)
     start_lower.setflags(write=False)
     return start_upper, start_lower
@@ -103,10 +101,7 @@ def _overlaps_itself(arr: np.ndarray) -> bool:
         return False
     if arr.size > _EXACT_OVERLAP_LIMIT:
         return True
-    offsets = np.zeros(1, dtype=np.int64)
-    for stride, size in dims:
-        offsets = (offsets[:, None] + stride * np.arange(size, dtype=np.int64)).ravel()
-    offsets.sort()
+    offsets = np.sort(_validate.byte_offsets(arr.shape, arr.strides))
     return bool(np.any(np.diff(offsets) < arr.itemsize))
 
 
@@ -157,12 +152,10 @@ def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Diverg
         specialise(_solver.band_by_closed_form, div)(x, from_logp, delta, div.parameter,
                                                      lower, upper)
     elif n:
-        solver_args = (div.parameter, div.f_at_zero, div.slope_at_infinity,
-                       div.curvature_at_one)
         start_upper, start_lower = _warm_start_tables(div, delta, n)
-        failures = specialise(_solver.band_by_root, div)(x, from_logp, delta, *solver_args,
-                                                         start_upper, start_lower, lower,
-                                                         upper)
+        failures = specialise(_solver.band_by_root, div)(
+            x, from_logp, delta, *_solver.root_constants(div), start_upper, start_lower,
+            lower, upper)
         if failures:
             _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures)
     if max_ratio != np.inf:

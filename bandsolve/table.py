@@ -80,7 +80,6 @@ from scipy.interpolate import make_interp_spline
 
 from . import _validate, api
 from ._kernels import _solver
-from ._kernels._factory import specialise
 from .divergences import Divergence, DivergenceLike, get_divergence
 
 __all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
@@ -223,9 +222,7 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     z_solve = np.clip(z_all, -_Z_EDGE, _Z_EDGE)
     x_upper = np.empty(z_all.size)
     x_lower = np.empty(z_all.size)
-    specialise(_solver.margin_at, div)(np.ascontiguousarray(z_solve), delta, div.parameter,
-                                       div.f_at_zero, div.slope_at_infinity,
-                                       div.curvature_at_one, x_upper, x_lower)
+    _solver.margins_at(div, np.ascontiguousarray(z_solve), delta, x_upper, x_lower)
     y = _log_sigmoid(x_upper if upper else x_lower)
     # At the threshold s = 1 exactly; the solver reports that node (and maybe
     # its neighbour, by rounding) as saturated, NaN.

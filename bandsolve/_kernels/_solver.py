@@ -172,6 +172,13 @@ def threshold_of(divergence, upper, delta):
                                                          divergence.f_at_zero)
 
 
+def root_constants(divergence):
+    """The scalars the root finder's kernels take after delta:
+    (theta, f_at_zero, slope_at_inf, curvature) of a Divergence."""
+    return (divergence.parameter, divergence.f_at_zero, divergence.slope_at_infinity,
+            divergence.curvature_at_one)
+
+
 @template()
 def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start):
     """Largest m in [0, b] with g(m) <= delta.
@@ -443,3 +450,8 @@ def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, x_upper, x_lo
                                   math.nan)[3]
         x_lower[k] = solve_margin(pc, p, delta, theta, f_at_zero, slope_at_inf, curvature,
                                   math.nan)[3]
+
+
+def margins_at(divergence, z, delta, x_upper, x_lower):
+    """``margin_at`` for a divergence: fills x_upper and x_lower at each z."""
+    specialise(margin_at, divergence)(z, delta, *root_constants(divergence), x_upper, x_lower)
