@@ -40,6 +40,16 @@ def as_real_array(value, name: str) -> np.ndarray:
     return arr.astype(np.float64, copy=False)
 
 
+def byte_offsets(shape, byte_strides) -> np.ndarray:
+    """The byte offset of every element of an array of this shape and these
+    strides (in bytes), in no particular order: host arithmetic for the
+    overlap checks of ``out=`` in numpy and torch."""
+    offsets = np.zeros(1, dtype=np.int64)
+    for size, stride in zip(shape, byte_strides):
+        offsets = (offsets[:, None] + stride * np.arange(size, dtype=np.int64)).ravel()
+    return offsets
+
+
 def _raise(arr: np.ndarray, count: int, flat_index: int, name: str, what: str):
     value = arr.flat[flat_index]
     # a longdouble prints in its own digits (float() would round it into range)

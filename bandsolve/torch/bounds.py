@@ -387,10 +387,8 @@ _EXACT_OVERLAP_LIMIT = 1 << 22
 
 def _addresses(t: torch.Tensor) -> np.ndarray:
     """The byte address of every element (host arithmetic on shape and strides)."""
-    offsets = np.zeros((), dtype=np.int64)
-    for size, stride in zip(t.shape, t.stride()):
-        offsets = offsets[..., None] + np.arange(size, dtype=np.int64) * stride
-    return t.data_ptr() + offsets.reshape(-1) * t.element_size()
+    size = t.element_size()
+    return t.data_ptr() + _validate.byte_offsets(t.shape, [s * size for s in t.stride()])
 
 
 def _overlap(a: torch.Tensor, b: torch.Tensor) -> bool:
