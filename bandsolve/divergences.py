@@ -217,6 +217,8 @@ def alpha_divergence(a: float) -> Divergence:
     """The Amari alpha-divergence, f(u) = (u^a - 1 - a (u - 1)) / (a (a - 1)).
 
     ``a -> 0`` gives kl, ``a -> 1`` gives rkl, and ``a = 2`` gives chi2 / 2.
+    Where 1 - a rounds to 1 (0 < |a| <= about 1e-16) the result is kl under
+    the name ``alpha:<a>``: the two agree there to float64 precision.
 
     Raises
     ------
@@ -232,6 +234,16 @@ def alpha_divergence(a: float) -> Divergence:
             f"the alpha parameter must be finite and not 0 or 1 (got {a}); "
             "use divergence='kl' for a -> 0 and 'rkl' for a -> 1"
         )
+    if 1.0 - a == 1.0:
+        # |a| <= 2^-54 (2^-53 for a < 0): 1 - a rounds to 1, so the conjugate
+        # alpha(1 - a) would divide by zero. Such an f_a differs from the kl
+        # generator by a |log u|^2 / 2, below 5e-14 relative for every float64
+        # u > 0, so kl is f_a to within the bounds' tolerance. (f_a(0) = 1/a
+        # > 1e16 is finite, but saturating on it needs delta > 1e16 b, where
+        # kl's bound is the same float: its u2 = e^(-delta/b) underflows.)
+        kl = BUILTIN_DIVERGENCES["kl"]
+        return dataclasses.replace(kl, name=f"alpha:{a:g}",
+                                   formula=f"{kl.formula} (the a -> 0 limit, a = {a:g})")
     return Divergence(
         name=f"alpha:{a:g}",
         formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",
