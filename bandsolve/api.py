@@ -304,6 +304,13 @@ def binary_divergence(p: ArrayLike, r: ArrayLike,
     ndarray of float64, possibly inf (e.g. kl at r = 0).
     At p = 1, g(1, r) = f(r) + (1 - r) f'(inf); at p = 0 it is 0.
 
+    Accuracy
+    --------
+    For the built-in divergences, within 4e-15 relative of g at the float64
+    inputs taken exactly (measured worst 8.5e-16, tests/test_regressions_core.py),
+    also where r lies within an ulp of 1/p: the remaining mass 1 - p r is
+    formed with one rounding, never as a difference of rounded terms.
+
     Raises
     ------
     TypeError, ValueError

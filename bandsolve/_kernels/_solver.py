@@ -407,6 +407,34 @@ def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
 
 _BINARY_SIG = types.void(InVec, InVec, types.float64, OutVec)
 
+_SPLITTER = 134217729.0  # 2^27 + 1: Veltkamp's split into two 26-bit halves
+_TWO_TO_MINUS_64 = 1.0 / _TWO_TO_64
+
+
+@jit
+def _one_minus_product(p, r):
+    """1 - p r for p in (0, 1] and r >= 0, with one rounding where p r is in
+    [1/2, 2] (the simplex end, where 1 - fl(p r) would cancel to nothing).
+
+    Dekker's exact product p r = h + l, then 1 - h exact by Sterbenz's lemma.
+    The factors are scaled by 2^64 and 2^-64 (exactly: p r >= 1/2 makes
+    r >= 1/2 and keeps p 2^64 below 2^65) so that neither split overflows,
+    whatever r <= 1/p is, and a subnormal p splits exactly.
+    """
+    h = p * r
+    if not 0.5 <= h <= 2.0:
+        return 1.0 - h
+    a = p * _TWO_TO_64
+    b = r * _TWO_TO_MINUS_64
+    c = _SPLITTER * a
+    a_hi = c - (c - a)
+    a_lo = a - a_hi
+    c = _SPLITTER * b
+    b_hi = c - (c - b)
+    b_lo = b - b_hi
+    low = ((a_hi * b_hi - h) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return (1.0 - h) - low
+
 
 @template(_BINARY_SIG, parallel=True)
 def binary_divergence_kernel(p_in, r_in, theta, out):
@@ -428,10 +456,16 @@ def binary_divergence_kernel(p_in, r_in, theta, out):
         if m < 0.0:
             # mirrored: (a, b) = (1 - p, p), and u2 = 1 - |m|/p is r itself
             out[i] = binary_value(qi, pi, -m, ri, ri - 1.0, theta)
-        elif m >= qi:
+            continue
+        # the remaining mass 1 - p r, not qi - m: next to the simplex end
+        # the latter keeps only the rounding errors of its two terms
+        rest = _one_minus_product(pi, ri)
+        if rest <= 0.0:
             out[i] = binary_value(pi, qi, qi, 0.0, -1.0, theta)
         else:
-            out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, theta)
+            # m may round up to qi (p = 3e-200, r = fl(1/p)) where rest > 0
+            m = min(m, qi)
+            out[i] = binary_value(pi, qi, m, rest / qi, -m / qi, theta)
 
 
 _AT_SIG = types.void(
