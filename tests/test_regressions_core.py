@@ -88,3 +88,13 @@ def test_binary_divergence_accuracy_next_to_simplex_end(name):
         exact = _mp_binary_exact_inputs(name, p, r)
         value = float(bs.binary_divergence(p, r, name))
         assert abs(value - float(exact)) <= 4e-15 * float(exact), (p, r, value, float(exact))
+
+
+# --- item 10: BandSolveError outside the documented region ----------------------
+@pytest.mark.parametrize("name", ["alpha:1e9", "alpha:-1e9"])
+def test_alpha_huge_parameter_false_overflow_at_ordinary_delta(name):
+    """u^a overflowed before the division by a (a - 1) ~ 1e18 brought f back
+    into range: p = 1e-300, delta = 0.05 raised "overflows float64"."""
+    ps = np.array([1e-300, 1e-200, 1e-6, 0.3, 0.9])
+    lower, upper = bs.band(ps, 0.05, name)
+    _assert_bounds_exact(name, ps, 0.05, lower, upper)

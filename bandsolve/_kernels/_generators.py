@@ -124,6 +124,15 @@ def _alpha_core_py(u, x, a):
     if u == math.inf:
         return math.inf
     log_u = log_exact(u, x)
+    if a * log_u > 700.0:
+        # (a < 0, u < 1) u^a overflows float64 before the division by
+        # a (a - 1) brings f back into range (a = -1e9 divides by 1e18, and
+        # u = 1 - 7e-7 already gives u^a = e^700): form u^a / (a (a - 1))
+        # as w (w / (a (a - 1))) with w = u^(a/2). The other terms are below
+        # 1e-290 relative to it.
+        scale = a * (a - 1.0)
+        half_power = u ** (0.5 * a)
+        return (half_power / scale) * half_power
     if abs(log_u) <= 3.0:
         # u^a - 1 - a x = (e^{aL} - 1 - aL) + a (L - x)
         numerator = expm1mx(a * log_u) + a * log1pmx(u, x)
