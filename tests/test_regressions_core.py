@@ -98,3 +98,15 @@ def test_alpha_huge_parameter_false_overflow_at_ordinary_delta(name):
     ps = np.array([1e-300, 1e-200, 1e-6, 0.3, 0.9])
     lower, upper = bs.band(ps, 0.05, name)
     _assert_bounds_exact(name, ps, 0.05, lower, upper)
+
+
+# --- items 3 and 4: band_from_logp with 1 - p subnormal -------------------------
+@pytest.mark.parametrize("name", ["rkl", "alpha:1.000001", "alpha:1.001", "alpha:0.99"])
+@pytest.mark.parametrize("log_p", [-5e-324, -1e-320, -1e-315, -1e-310])
+def test_band_from_logp_lower_bound_when_one_minus_p_is_subnormal(name, log_p):
+    """The conjugate's argument (1 - p)/(1 - p + m) was itself subnormal and
+    kept few bits: rkl was 1.7e7 tolerances off at log p = -5e-324 (the docs
+    said 2e-8), alpha:1.000001 1.6e7."""
+    for delta in (1e-6, 0.05, 50.0):
+        lower, upper = bs.band_from_logp(log_p, delta, name)
+        _assert_bounds_exact(name, [log_p], delta, lower, upper, from_logp=True)

@@ -95,6 +95,44 @@ CONJUGATE: Callable[..., Any] = _unbound
 CLOSED_FORM: Callable[..., Any] = _unbound
 
 
+_SMALLEST_NORMAL = 2.2250738585072014e-308
+_SUBNORMAL_ULP = 5e-324  # 2^-1074, the spacing of every subnormal
+_TWO_TO_600 = 2.0**600
+_TWO_TO_474 = 2.0**474  # 2^600 2^474 = 2^1074 = 1 / _SUBNORMAL_ULP
+
+
+@template()
+def conjugate_at_subnormal(t, s, theta):
+    """f*(t/s) where t/s is subnormal, so that fl(t/s) keeps few bits.
+
+    1 - p subnormal (log p above -2.2e-308) puts the lower bound's v there,
+    where f* of rkl and of alpha near a = 1 varies like log v: fl(t/s) one
+    ulp off moved f* by up to log 2, and the bound by 1e7 tolerances.
+    Instead, f* is interpolated, quadratically in L = log v, from the three
+    exact subnormals j, j + 1, j + 2 ulp around v = K ulp: K = t 2^1074 / s
+    carries one rounding, the points lie at most a factor 3 apart, and the
+    interpolant's error is the third derivative of f* in L times
+    (log 3)^3 / 27, far below f*'s own rounding for these generators.
+    """
+    k = (t * _TWO_TO_600) * _TWO_TO_474 / s
+    j = max(math.floor(k) - (1.0 if k >= 2.0 else 0.0), 1.0)
+    v0 = j * _SUBNORMAL_ULP
+    v1 = v0 + _SUBNORMAL_ULP
+    v2 = v1 + _SUBNORMAL_ULP
+    f0 = CONJUGATE(v0, v0 - 1.0, theta)
+    f1 = CONJUGATE(v1, v1 - 1.0, theta)
+    f2 = CONJUGATE(v2, v2 - 1.0, theta)
+    if not (f0 < math.inf and f1 < math.inf and f2 < math.inf):
+        return CONJUGATE(t / s, t / s - 1.0, theta)
+    # Lagrange in L - log j; each difference of logarithms taken as log1p
+    lam = math.log(k / j)
+    l1 = math.log1p(1.0 / j)
+    l2 = math.log1p(2.0 / j)
+    return (f0 * ((lam - l1) * (lam - l2)) / (l1 * l2)
+            + f1 * (lam * (lam - l2)) / (l1 * (l1 - l2))
+            + f2 * (lam * (lam - l1)) / (l2 * (l2 - l1)))
+
+
 @template()
 def perspective(t, y, theta):
     """t f(1 + y/t) for t >= 0 and y >= 0, without overflow."""
@@ -104,7 +142,10 @@ def perspective(t, y, theta):
         x = y / t
         return t * GENERATOR(1.0 + x, x, theta)
     s = t + y
-    return s * CONJUGATE(t / s, -y / s, theta)
+    v = t / s
+    if v < _SMALLEST_NORMAL and t > 0.0:
+        return s * conjugate_at_subnormal(t, s, theta)
+    return s * CONJUGATE(v, -y / s, theta)
 
 
 @template()
