@@ -101,7 +101,8 @@ def test_alpha_huge_parameter_false_overflow_at_ordinary_delta(name):
 
 
 # --- items 3 and 4: band_from_logp with 1 - p subnormal -------------------------
-@pytest.mark.parametrize("name", ["rkl", "alpha:1.000001", "alpha:1.001", "alpha:0.99"])
+@pytest.mark.parametrize("name", ["rkl", "alpha:1.000001", "alpha:1.001", "alpha:0.99",
+                                  "alpha:0.999999"])
 @pytest.mark.parametrize("log_p", [-5e-324, -1e-320, -1e-315, -1e-310])
 def test_band_from_logp_lower_bound_when_one_minus_p_is_subnormal(name, log_p):
     """The conjugate's argument (1 - p)/(1 - p + m) was itself subnormal and
@@ -110,3 +111,16 @@ def test_band_from_logp_lower_bound_when_one_minus_p_is_subnormal(name, log_p):
     for delta in (1e-6, 0.05, 50.0):
         lower, upper = bs.band_from_logp(log_p, delta, name)
         _assert_bounds_exact(name, [log_p], delta, lower, upper, from_logp=True)
+
+
+# --- item 6: alpha:0.999999 did not converge ------------------------------------
+@pytest.mark.parametrize("log_p", [-5e-324, -1e-320])
+@pytest.mark.parametrize("delta", [1e-6, 0.05])
+def test_alpha_just_below_one_converges_when_one_minus_p_is_subnormal(log_p, delta):
+    """m/(1 - p) overflowed, f'(inf) = 1e6 stood in for f'(m/(1 - p)) ~ 737,
+    and Newton's steps stalled: "root finder did not converge"."""
+    name = "alpha:0.999999"
+    lower, upper = bs.band_from_logp(log_p, delta, name)
+    _assert_bounds_exact(name, [log_p], delta, lower, upper, from_logp=True)
+    if (log_p, delta) == (-5e-324, 0.05):  # the issue's exact figure
+        assert float(lower) == pytest.approx(0.99993184085163569, rel=1e-15)

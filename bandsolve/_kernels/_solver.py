@@ -164,6 +164,7 @@ def saturates(a, b, delta, theta, f_at_zero):
     return perspective(a, b, theta) + b * f_at_zero <= delta
 
 
+_FLOAT_MAX = 1.7976931348623157e308
 _Z_EDGE = 745.0  # sigmoid(-745) is the smallest subnormal
 
 
@@ -281,7 +282,11 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
             d1 = slope_at_inf
         else:
             x1 = m / a
-            d1 = DERIVATIVE(1.0 + x1, x1, theta)
+            # Past float64's range (a subnormal: 1 - p < 2.2e-308 for the
+            # lower bound), f'(inf) = slope_at_inf stands in for f'(m/a),
+            # which can be far off (alpha:0.999999: 1e6 against 737) and
+            # made Newton's steps falsely small; inf makes the step bisect.
+            d1 = DERIVATIVE(1.0 + x1, x1, theta) if x1 < _FLOAT_MAX else math.inf
         dpsi = (d1 - DERIVATIVE(sc, -s, theta)) * m * sc / g
         # psi = log(g / delta) as log1p of (g - delta) / delta, where
         # g - delta is exact near the root: log g - log delta would carry an
