@@ -124,3 +124,17 @@ def test_alpha_just_below_one_converges_when_one_minus_p_is_subnormal(log_p, del
     _assert_bounds_exact(name, [log_p], delta, lower, upper, from_logp=True)
     if (log_p, delta) == (-5e-324, 0.05):  # the exact figure
         assert float(lower) == pytest.approx(0.99993184085163569, rel=1e-15)
+
+
+# --- item 11: docs/math.md on subnormal lower bounds ----------------------------
+def test_math_md_does_not_claim_full_precision_for_subnormal_bounds():
+    text = open("docs/math.md", encoding="utf-8").read()
+    assert "even when it is subnormal" not in text
+    # the figures it quotes instead, against mpmath: a subnormal bound meets
+    # the 4 eps absolute tolerance, not full relative precision
+    lower = float(bs.band(7.05e-5, 0.05, "kl")[0])
+    exact, _ = ref.bound("kl", 7.05e-5, 0.05, "lower")
+    assert "2.09" in text and "3.59" in text
+    assert f"{lower:.3g}" == "2.09e-309" and mp.nstr(exact, 3) == "3.59e-309"
+    assert ref.error_ratio(lower, exact) <= 1.0
+    assert float(bs.band(1e-4, 0.1, "kl")[0]) == 5e-324
