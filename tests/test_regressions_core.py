@@ -7,6 +7,8 @@ package under test.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import mpmath as mp
 import numpy as np
 import pytest
@@ -128,7 +130,7 @@ def test_alpha_just_below_one_converges_when_one_minus_p_is_subnormal(log_p, del
 
 # --- item 11: docs/math.md on subnormal lower bounds ----------------------------
 def test_math_md_does_not_claim_full_precision_for_subnormal_bounds():
-    text = open("docs/math.md", encoding="utf-8").read()
+    text = (Path(__file__).parent.parent / "docs" / "math.md").read_text(encoding="utf-8")
     assert "even when it is subnormal" not in text
     # the figures it quotes instead, against mpmath: a subnormal bound meets
     # the 4 eps absolute tolerance, not full relative precision
