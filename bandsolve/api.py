@@ -54,7 +54,10 @@ class BandSolveError(RuntimeError):
 
     Two causes, each named in the message: the divergence's g overflows
     float64 next to the root (only at radii far beyond any trust region in
-    use, e.g. alpha with a > 1 at delta ~ 1e300: use a smaller delta), or
+    use: for alpha with a > 1, where q^(a-1) / (a (a - 1)) exceeds 1.8e308
+    with q = r for the upper bound and (1 - r) p / (1 - p) for the lower,
+    e.g. p = 1e-300 with delta = 1e75 at a = 5.84; see docs/accuracy.md;
+    use a smaller delta), or
     the iteration did not converge (never observed for the built-in
     divergences; for a user generator, a sign that f is not convex or not
     accurate where the solver evaluates it).
