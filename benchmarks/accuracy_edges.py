@@ -9,8 +9,9 @@
 2. alpha with a > 1 where g overflows float64 next to the root: which
    inputs raise BandSolveError, next to the exact bound and the quantity
    that decides it, q^(a - 1) / (a (a - 1)) with q = r (upper bound) or
-   q = (1 - r) p / (1 - p) ... / (1 - p) (lower bound): above float64's
-   maximum, 1.8e308, the conjugate's value overflows.
+   q = (1 - r) p / (1 - p) (lower bound): above float64's maximum, 1.8e308,
+   the conjugate's value overflows. (The lower bound's q is shown as 0 where
+   the reference's 60 digits do not resolve 1 - r.)
 """
 
 from __future__ import annotations
