@@ -69,11 +69,14 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
              f"delta = {float(delta[i if delta.size > 1 else 0])!r})")
     if overflow[i]:
         raise BandSolveError(
-            f"{div.name}: the binary divergence overflows float64 next to {failures} bounds, "
-            f"so they cannot be resolved; {where}. Such a delta is far beyond any trust "
-            f"region in use: pass a smaller delta")
+            f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
+            f"so they cannot be resolved; {where}. Either float64 overflows there (the "
+            f"generator or its conjugate at an extreme argument, e.g. alpha with a > 1 at "
+            f"a delta far beyond any trust region in use) or the generator is +inf there")
     raise BandSolveError(
-        f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
+        f"{div.name}: the root finder did not converge for {failures} bounds; {where}. "
+        f"For a user generator: f is NaN, raises, or is not convex where the root "
+        f"finder evaluates it")
 
 
 #: Above this many elements, a layout that the stride test cannot clear is

@@ -219,6 +219,8 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
         s, sc = _sigmoid_pair(x)
         m = b * s
         g = binary_value(a, b, m, sc, -s, theta)
+        if g != g:  # a user generator that is NaN (or raised) here: no bracket to trust
+            return m, sc, FAILED, math.nan
         if g == delta:
             return m, sc, INTERIOR, x
         if g < delta:
