@@ -71,8 +71,8 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
         raise BandSolveError(
             f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
             f"so they cannot be resolved; {where}. Either float64 overflows there (the "
-            f"generator or its conjugate at an extreme argument, e.g. alpha with a > 1 at "
-            f"a delta far beyond any trust region in use) or the generator is +inf there")
+            f"generator or its conjugate at an extreme argument: alpha with a > 1 at a "
+            f"delta near 1e300, or with a very large a) or the generator is +inf there")
     raise BandSolveError(
         f"{div.name}: the root finder did not converge for {failures} bounds; {where}. "
         f"For a user generator: f is NaN, raises, or is not convex where the root "

@@ -336,9 +336,12 @@ class Divergence:
 
         @numba.njit(GENERATOR_SIG, error_model="numpy")
         def f_conj(v, x, theta):
-            if v == 0.0:
+            u = 1.0 / v
+            if u == math.inf:
+                # v = 0, or subnormal: v f(1/v) has reached its limit f'(inf)
+                # (1/v and -x/v would overflow into inf - inf = NaN)
                 return slope_inf
-            return v * f_norm(1.0 / v, -x / v, theta)
+            return v * f_norm(u, -x / v, theta)
 
         return cls(
             name=name, formula=formula, f=f_norm, df=df_norm, f_conjugate=f_conj,
