@@ -105,7 +105,7 @@ def _check_convex_on_grid(name, f_norm) -> None:
     on _CONVEXITY_GRID (beyond rounding): its band would not be the band of
     any f-divergence. +inf is allowed where f is infinite on an interval's
     complement, as for a convex function with a bounded domain."""
-    points = []
+    points: list[tuple[float, float]] = []
     inf_after_finite = None
     for u in _CONVEXITY_GRID:
         value = float(f_norm(u, u - 1.0, 0.0))
@@ -232,15 +232,18 @@ class Divergence:
             ``error_model="numpy"`` too, or never divide by zero. A linear term c (u - 1) is
             allowed and removed: it does not change the divergence.
         df : callable, optional
-            f'(u). Without it a central difference with a step relative to u
-            is used (about 1e-10 relative where f keeps its digits); the root
-            finder's bisection safeguard makes an inexact derivative cost
-            iterations, never convergence.
+            f'(u). Without it f'(1) is estimated by Romberg extrapolation of
+            central differences, and f' elsewhere by a central difference with a
+            step relative to u (about 1e-10 relative where f keeps its digits);
+            the root finder's bisection safeguard makes an inexact derivative
+            cost iterations, never convergence.
         f_at_zero, slope_at_infinity : float, optional
-            f(0) and lim f(u)/u. By default f(0) is evaluated and the slope is
-            estimated from f(u)/u at u = 1e280 and 1e300 (taken as inf if those
-            differ by more than 1e-3 relative, or overflow). Pass them when
-            you know them: the band at p = 1 depends on the slope directly.
+            f(0) and lim f(u)/u of f with its linear term f'(1) (u - 1)
+            removed, so both are >= 0 (or inf). By default f(0) is evaluated,
+            and the slope is read from f(u)/u on u = 1e20, 1e40, ..., 1e300 up
+            to the first u where f overflows: the last value where two rungs
+            agree to 1e-6, else inf. Pass them when you know them: the band at
+            p = 1 depends on the slope directly.
         curvature_at_one : float, optional
             f''(1), used only for the starting point (default: estimated).
         convex_generator : callable, optional
@@ -249,7 +252,11 @@ class Divergence:
         Raises
         ------
         ValueError
-            If f(1) is not 0, or f(0) cannot be evaluated (NaN).
+            If f(1) is not 0; f is NaN or raises at a point of the convexity
+            grid (u > 0), or is not convex there; f(0) is NaN without
+            ``f_at_zero``; f(u)/u meets a NaN before it settles without
+            ``slope_at_infinity``; or a given edge value is NaN or negative.
+            docs/divergences.md states the whole contract.
         TypeError
             If numba cannot compile f.
 
