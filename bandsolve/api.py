@@ -70,7 +70,7 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
     if overflow[i]:
         raise BandSolveError(
             f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
-            f"so they cannot be resolved; {where}. Either float64 overflows there (the "
+            f"so they cannot be resolved; {where}. Either g overflows float64 there (the "
             f"generator or its conjugate at an extreme argument: alpha with a > 1 at a "
             f"delta near 1e300, or with a very large a) or the generator is +inf there")
     raise BandSolveError(
