@@ -1,9 +1,9 @@
 """bandsolve.torch with user generators (issue 19, item 6), against mpmath."""
 
-import mpmath as mp
 import numpy as np
 import pytest
 import reference as ref
+from test_user_generators import _lecam, reference_knows_lecam  # noqa: F401 (a fixture, used by name)
 
 import bandsolve as bs
 from bandsolve.api import BandSolveError
@@ -14,25 +14,14 @@ import bandsolve.torch as bt  # noqa: E402
 EPS32 = float(np.finfo(np.float32).eps)
 
 
-@pytest.fixture
-def reference_knows_lecam(monkeypatch):
-    textbook = ref.generator
-
-    def generator(name):
-        if name == "lecam":
-            return (lambda u: (1 - u) ** 2 / (2 * (1 + u))), mp.mpf(1) / 2
-        return textbook(name)
-
-    monkeypatch.setattr(ref, "generator", generator)
-
-
+@pytest.mark.usefixtures("reference_knows_lecam")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_torch_user_lecam_in_float32_answers_where_numpy_does(dtype, reference_knows_lecam):
+def test_torch_user_lecam_in_float32_answers_where_numpy_does(dtype):
     """A user Le Cam (no df, no slope) raised BandSolveError in float32 and
     bfloat16 on every input: its table could not be built, because the
     estimated f'(inf) was inf and the conjugate overflowed at extreme p.
     numpy answers (0.9993505, 1.0006477) at log p = -0.1, delta = 1e-6."""
-    lecam = bs.Divergence.from_generator("lecam", lambda u: (1 - u) ** 2 / (2 * (1 + u)))
+    lecam = bs.Divergence.from_generator("lecam", _lecam)
     logp = torch.tensor([-0.1, -1e-3, -3.0, -30.0], dtype=dtype)
     lower, upper = bt.band_from_logp(logp, 1e-6, lecam)
     for x, lo, hi in zip(logp.double().tolist(), lower.tolist(), upper.tolist()):
