@@ -56,8 +56,9 @@ class BandSolveError(RuntimeError):
     float64 next to the root (only at radii far beyond any trust region in
     use, e.g. alpha with a > 1 at delta ~ 1e300: use a smaller delta), or
     the iteration did not converge (never observed for the built-in
-    divergences; for a user generator, a sign that f is not convex or not
-    accurate where the solver evaluates it).
+    divergences; for a user generator, a sign that f is NaN, raises, is not
+    convex or not accurate where the solver evaluates it). A user generator
+    that is +inf next to a root is reported as the first cause.
     """
 
 
