@@ -59,8 +59,9 @@ class BandSolveError(RuntimeError):
     e.g. p = 1e-300 with delta = 1e75 at a = 5.84; see docs/accuracy.md;
     use a smaller delta), or
     the iteration did not converge (never observed for the built-in
-    divergences; for a user generator, a sign that f is not convex or not
-    accurate where the solver evaluates it).
+    divergences; for a user generator, a sign that f is NaN, raises, is not
+    convex or not accurate where the solver evaluates it). A user generator
+    that is +inf next to a root is reported as the first cause.
     """
 
 
@@ -72,11 +73,14 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
              f"delta = {float(delta[i if delta.size > 1 else 0])!r})")
     if overflow[i]:
         raise BandSolveError(
-            f"{div.name}: the binary divergence overflows float64 next to {failures} bounds, "
-            f"so they cannot be resolved; {where}. Such a delta is far beyond any trust "
-            f"region in use: pass a smaller delta")
+            f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
+            f"so they cannot be resolved; {where}. Either g overflows float64 there (the "
+            f"generator or its conjugate at an extreme argument: alpha with a > 1 at a "
+            f"delta near 1e300, or with a very large a) or the generator is +inf there")
     raise BandSolveError(
-        f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
+        f"{div.name}: the root finder did not converge for {failures} bounds; {where}. "
+        f"For a user generator: f is NaN, raises, or is not convex where the root "
+        f"finder evaluates it")
 
 
 #: Above this many elements, a layout that the stride test cannot clear is

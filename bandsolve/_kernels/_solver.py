@@ -257,10 +257,12 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
     hi_end_tried = False
     step_before = math.inf
     overflow_at_hi = False
-    for _ in range(_MAX_ITER):
+    for iteration in range(_MAX_ITER):
         s, sc = _sigmoid_pair(x)
         m = b * s
         g = binary_value(a, b, m, sc, -s, theta)
+        if g != g:  # a user generator that is NaN (or raised) here: no bracket to trust
+            return m, sc, FAILED, math.nan
         if g == delta:
             return m, sc, INTERIOR, x
         if g < delta:
@@ -318,6 +320,12 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
             # an inexact derivative (a user generator's finite difference) or
             # rounding noise in g makes it oscillate. Bisect instead, which
             # halves the bracket and so guarantees convergence.
+            x_new = mid
+        elif iteration >= _MAX_ITER // 2:
+            # Newton has had half the budget. Where rounding makes g a step
+            # function (a user f that sees only u, at u within an ulp or two
+            # of 1) its steps need not shrink the bracket; bisection pins
+            # the root within the other half.
             x_new = mid
         step_before = abs(x_new - x)
         x = x_new
