@@ -28,7 +28,7 @@ Configuration keys (on ``trainer.algorithm``):
     Trust-region radius delta.
 ``band_divergence`` ("kl")
     Any name ``bandsolve.band`` accepts: kl, rkl, tv, chi2, neyman_chi2,
-    hellinger, js, alpha:<a>.
+    hellinger, js, ``alpha:<a>``.
 ``band_max_ratio`` (10.0)
     Cap on the upper bound, or null for none.
 ``band_dual_clip`` (true)
