@@ -40,7 +40,17 @@ _EXPORTS = {
     "get_divergence": "divergences",
 }
 
-__all__ = list(_EXPORTS)
+__all__ = [
+    "band",
+    "band_from_logp",
+    "binary_divergence",
+    "calibrate_delta",
+    "BandSolveError",
+    "Divergence",
+    "BUILTIN_DIVERGENCES",
+    "alpha_divergence",
+    "get_divergence",
+]
 
 __version__ = "0.1.0"
 
