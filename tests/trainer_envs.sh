@@ -65,16 +65,17 @@ for target in "${targets[@]}"; do
         verl)
             make_env verl python3 "$TORCH" "$ROOT[test,verl]"
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
-                tests/test_trainers_verl_registration.py ;;
+                tests/test_trainers_verl_registration.py tests/test_doctor.py \
+                tests/test_examples.py ;;
         trl-lowest)
             make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
-            run_tests trl-lowest tests/test_trainers_trl.py ;;
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py ;;
         trl)
             make_env trl python3 "$TORCH" "$ROOT[test,trl]"
-            run_tests trl tests/test_trainers_trl.py ;;
+            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py ;;
         skyrl)
             make_env skyrl "$(python312)" "$TORCH" "$ROOT[test,skyrl]"
-            run_tests skyrl tests/test_trainers_skyrl.py ;;
+            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py ;;
         *)
             echo "unknown trainer environment: $target (verl, trl-lowest, trl, skyrl)" >&2
             exit 2 ;;

@@ -1,4 +1,4 @@
-"""SkyRL plug-in: BandPO as SkyRL's policy loss ``bandpo`` (SkyRL 0.3.x, unmodified).
+"""SkyRL plug-in: BandPO as SkyRL's policy loss ``bandpo`` (SkyRL 0.4.x, unmodified).
 
 Importing this module registers ``bandpo`` in SkyRL's ``PolicyLossRegistry``
 (in the importing process; SkyRL's ``initialize_ray`` then copies the driver's
