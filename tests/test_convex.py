@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bandsolve as bs
-from bandsolve import convex, verify
+from bandsolve import certificate, convex, verify
 
 NAMES = verify.DIVERGENCES
 
@@ -21,14 +21,40 @@ def _assert_agrees(name, convex_values, fast_values, vocabulary=False):
     assert np.all(err <= tol), (name, float(np.max(err)), tol)
 
 
+def _assert_fast_bound_certified(p, delta, name, res, fast):
+    """Each fast bound lies in the interval that 50-digit arithmetic proves
+    around the convex program's answer (widened only by the fast bound's own
+    documented tolerance); where no solver rung solved the program
+    (``on_failure="nan"``: a result, not a crash), mpmath certifies the fast
+    bound itself. No solver-version-dependent tolerance is involved."""
+    for side, value, cert in (("lower", fast[0], res.lower_certificate),
+                              ("upper", fast[1], res.upper_certificate)):
+        cert = cert.item() if isinstance(cert, np.ndarray) else cert
+        if cert is None:
+            assert res.failures, "no certificate, yet no failure reported"
+            own = certificate.certify(p, delta, name, side, float(value))
+            assert own.passes(convex.ACCEPT_WIDTH), (name, p, delta, side, own)
+        else:
+            assert cert.contains(float(value), slack=1e-12), (name, p, delta, side, value, cert)
+
+
 @settings(max_examples=25)
 @given(name=st.sampled_from(NAMES), log_p=st.floats(-5.0, -1e-3),
        near_one=st.booleans(), delta=st.floats(0.005, 1.0))
 def test_convex_band_agrees_with_fast_band(name, log_p, near_one, delta):
     p = 1 - 10.0**log_p if near_one else 10.0**log_p
-    res = convex.band(p, delta, name)
-    lo, hi = bs.band(p, delta, name)
-    _assert_agrees(name, [res.lower, res.upper], [lo, hi])
+    res = convex.band(p, delta, name, on_failure="nan")
+    _assert_fast_bound_certified(p, delta, name, res, bs.band(p, delta, name))
+
+
+@pytest.mark.parametrize("p, delta", [(2.7e-5, 0.00586), (1 - 2.9e-5, 0.005)])
+def test_convex_neyman_chi2_discrepancy_above_measured_tolerance_is_not_a_failure(p, delta):
+    # the two cases a newer solver stack failed on: a discrepancy of 6.6e-8
+    # against a 3e-8 tolerance measured on one version (the fast value was
+    # inside the 1e-7-wide certified interval), and a program every rung left
+    # 'optimal_inaccurate' (ConvexSolveError inside the test)
+    res = convex.band(p, delta, "neyman_chi2", on_failure="nan")
+    _assert_fast_bound_certified(p, delta, "neyman_chi2", res, bs.band(p, delta, "neyman_chi2"))
 
 
 def test_convex_band_shapes_edges_and_certificates():
