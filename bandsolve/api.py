@@ -310,6 +310,14 @@ def binary_divergence(p: ArrayLike, r: ArrayLike,
     ndarray of float64, possibly inf (e.g. kl at r = 0).
     At p = 1, g(1, r) = f(r) + (1 - r) f'(inf); at p = 0 it is 0.
 
+    Notes
+    -----
+    Accuracy, for the built-in divergences (tested against 400-digit mpmath on
+    r across [0, 1/p], down to 1e-16 relative of the simplex end):
+    ``|g - g_true| <= 1e-12 g_true`` wherever g_true is a normal float64.
+    1 - p r is formed with Dekker's exact product, so no digits cancel as
+    p r -> 1; a p r above 1 by at most 4 ulp counts as the simplex end.
+
     Raises
     ------
     TypeError, ValueError

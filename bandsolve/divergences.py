@@ -232,6 +232,14 @@ def alpha_divergence(a: float) -> Divergence:
             f"the alpha parameter must be finite and not 0 or 1 (got {a}); "
             "use divergence='kl' for a -> 0 and 'rkl' for a -> 1"
         )
+    if 1.0 - a == 1.0:
+        # |a| < 2^-54: 1 - a rounds to 1, and the generator's a (a - 1) and
+        # u^a - 1 lose every digit of their difference from the kl limit;
+        # the band differs from kl's by a relative O(a), below float64's eps
+        raise ValueError(
+            f"the alpha parameter {a!r} is too close to 0 for float64 (1 - a rounds to 1): "
+            "its band equals the a -> 0 limit to float64 precision; use divergence='kl'"
+        )
     return Divergence(
         name=f"alpha:{a:g}",
         formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",

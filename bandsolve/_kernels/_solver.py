@@ -34,6 +34,7 @@ from typing import Any
 from numba import prange, types
 
 from ._factory import specialise, template
+from ._special import one_minus_product
 from ._util import InVec, OutVec, jit
 from ._warm_start import interpolate as interpolate_start
 
@@ -428,10 +429,14 @@ def binary_divergence_kernel(p_in, r_in, theta, out):
         if m < 0.0:
             # mirrored: (a, b) = (1 - p, p), and u2 = 1 - |m|/p is r itself
             out[i] = binary_value(qi, pi, -m, ri, ri - 1.0, theta)
-        elif m >= qi:
+            continue
+        # u2 (1 - p) = 1 - p r, formed without the cancellation of
+        # (1 - p) - p (r - 1) as p r -> 1 (the simplex end)
+        rest = one_minus_product(pi, ri)
+        if rest <= 0.0:
             out[i] = binary_value(pi, qi, qi, 0.0, -1.0, theta)
         else:
-            out[i] = binary_value(pi, qi, m, (qi - m) / qi, -m / qi, theta)
+            out[i] = binary_value(pi, qi, m, rest / qi, -m / qi, theta)
 
 
 _AT_SIG = types.void(

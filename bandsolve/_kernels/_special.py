@@ -84,3 +84,36 @@ def xlogx_m_xm1(u, x):
     if abs(x) > _LOG1PMX_SERIES_MAX:
         return u * math.log(u) - x
     return u * log1pmx(u, x) + x * x
+
+
+_SPLIT = 134217729.0  # 2^27 + 1: Veltkamp's split of a float64 into two 26-bit halves
+_SCALE_AT = 2.0**500  # beyond it the split's 2^27 a could overflow
+_SCALE = 2.0**-512
+
+
+@jit
+def one_minus_product(a, b):
+    """1 - a b for a, b >= 0, to about 1 ulp of the result even where a b ~ 1.
+
+    fl(a b) carries a relative error of eps/2, which 1 - a b amplifies
+    without bound as a b -> 1 (the simplex end of the band, p r -> 1). Dekker's
+    product gives a b = h + l exactly; 1 - h is then exact (Sterbenz, for h
+    in [1/2, 2]) and (1 - h) - l rounds once. A power-of-two rescaling,
+    itself exact, keeps the split finite when one factor is huge (p tiny,
+    r ~ 1/p).
+    """
+    h = a * b
+    if not (0.5 <= h <= 2.0):
+        return 1.0 - h  # no cancellation: one rounding of a well-conditioned difference
+    if b > _SCALE_AT:
+        a, b = a / _SCALE, b * _SCALE
+    elif a > _SCALE_AT:
+        a, b = a * _SCALE, b / _SCALE
+    c = _SPLIT * a
+    a_hi = c - (c - a)
+    a_lo = a - a_hi
+    c = _SPLIT * b
+    b_hi = c - (c - b)
+    b_lo = b - b_hi
+    low = ((a_hi * b_hi - h) + a_hi * b_lo + a_lo * b_hi) + a_lo * b_lo
+    return (1.0 - h) - low
