@@ -5,13 +5,12 @@ reference (tests/reference.py)."""
 import math
 
 import mpmath as mp
-import numpy as np
 import pytest
+import reference
 from hypothesis import given
 from hypothesis import strategies as st
 
 import bandsolve as bs
-import reference
 
 BINARY_NAMES = ["kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js", "alpha:0.5",
                 "alpha:2", "alpha:-1"]
