@@ -63,15 +63,23 @@ class BandSolveError(RuntimeError):
 
 def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
     overflow = (lower == _solver.OVERFLOW_MARK) | (upper == _solver.OVERFLOW_MARK)
-    i = int(np.flatnonzero(overflow | np.isnan(lower) | np.isnan(upper))[0])
+    undefined = (lower == _solver.UNDEFINED_MARK) | (upper == _solver.UNDEFINED_MARK)
+    i = int(np.flatnonzero(overflow | undefined | np.isnan(lower) | np.isnan(upper))[0])
     name = "log p" if from_logp else "p"
     where = (f"the first at flat index {i} ({name} = {float(x[i if x.size > 1 else 0])!r}, "
              f"delta = {float(delta[i if delta.size > 1 else 0])!r})")
+    if undefined[i]:
+        raise BandSolveError(
+            f"{div.name}: the binary divergence is NaN where the root finder evaluated it, "
+            f"for {failures} bounds: the generator returned NaN or raised an exception there; "
+            f"{where}. A generator must return a number (or +inf) for every u in [0, inf)")
     if overflow[i]:
         raise BandSolveError(
-            f"{div.name}: the binary divergence overflows float64 next to {failures} bounds, "
-            f"so they cannot be resolved; {where}. Such a delta is far beyond any trust "
-            f"region in use: pass a smaller delta")
+            f"{div.name}: the binary divergence is +inf just beyond {failures} bounds, so they "
+            f"cannot be resolved; {where}. Either g overflows float64 there (a delta far "
+            f"beyond any trust region in use: pass a smaller delta), or the generator is +inf "
+            f"beyond some finite u (the bound is then where f becomes infinite, which the root "
+            f"finder cannot locate to the promised accuracy)")
     raise BandSolveError(
         f"{div.name}: the root finder did not converge for {failures} bounds; {where}")
 

@@ -118,10 +118,11 @@ class Divergence:
             finder's bisection safeguard makes an inexact derivative cost
             iterations, never convergence.
         f_at_zero, slope_at_infinity : float, optional
-            f(0) and lim f(u)/u. By default f(0) is evaluated and the slope is
-            estimated from f(u)/u at u = 1e280 and 1e300 (taken as inf if those
-            differ by more than 1e-3 relative, or overflow). Pass them when
-            you know them: the band at p = 1 depends on the slope directly.
+            f(0) and lim f(u)/u, each >= 0 or inf. By default f(0) is
+            evaluated and the slope is read from f(u)/u at u = 1e20, 1e30, ...,
+            1e300, as far as f stays finite (docs/divergences.md says when it
+            is taken as inf and when it is refused). Pass them when you know
+            them: the band at p = 1 depends on the slope directly.
         curvature_at_one : float, optional
             f''(1), used only for the starting point (default: estimated).
         convex_generator : callable, optional
@@ -130,7 +131,9 @@ class Divergence:
         Raises
         ------
         ValueError
-            If f(1) is not 0, or f(0) cannot be evaluated (NaN).
+            If f(1) is not 0; f is visibly not convex; f(0), f'(1) or f'(inf)
+            cannot be estimated (the message says which to pass); or
+            f_at_zero / slope_at_infinity is NaN or negative.
         TypeError
             If numba cannot compile f.
 
@@ -149,7 +152,7 @@ class Divergence:
         if abs(f_one) > 1e-12 * max(1.0, scale / h**2):
             raise ValueError(f"a generator must satisfy f(1) = 0, but {name!r} has f(1) = {f_one}")
         if df is None:
-            slope_one = (float(f_user(1.0 + h)) - float(f_user(1.0 - h))) / (2 * h)
+            slope_one = _slope_at_one(f_user, name)
             df_user = None
         else:
             df_user = df if isinstance(df, numba.core.dispatcher.Dispatcher) else _jit_user(df)
@@ -157,21 +160,29 @@ class Divergence:
 
         @numba.njit(GENERATOR_SIG, error_model="numpy")
         def f_norm(u, x, theta):
-            return f_user(u) - slope_one * x
+            # an exception inside a parallel kernel cannot reach the caller:
+            # it becomes NaN, which the root finder reports (BandSolveError)
+            try:
+                value = f_user(u)
+            except Exception:  # noqa: BLE001
+                return math.nan
+            return value - slope_one * x
 
+        _check_convex(f_norm, name)
         if f_at_zero is None:
             f_at_zero = float(f_norm(0.0, -1.0, 0.0))
             if math.isnan(f_at_zero):
                 raise ValueError(f"f(0) of {name!r} evaluates to NaN; pass f_at_zero explicitly")
         if slope_at_infinity is None:
-            # far out, so that slowly vanishing terms (hellinger's 2/sqrt(u),
-            # kl's log(u)/u) are below float64 resolution: at 1e12 they
-            # were 2e-6, which moved the band at p = 1 by as much
-            s_near = float(f_norm(1e280, 1e280, 0.0)) / 1e280
-            s_far = float(f_norm(1e300, 1e300, 0.0)) / 1e300
-            close = math.isfinite(s_far) and abs(s_far - s_near) <= 1e-3 * max(abs(s_far), 1e-300)
-            slope_at_infinity = s_far if close else math.inf
+            slope_at_infinity = _slope_at_infinity(f_norm, name)
         slope_inf = float(slope_at_infinity)
+        if math.isnan(slope_inf) or slope_inf < 0.0:
+            raise ValueError(f"slope_at_infinity of {name!r} must be >= 0 or inf (got "
+                             f"{slope_at_infinity!r}): it is lim f(u)/u of a convex f with "
+                             "f(1) = f'(1) = 0")
+        if math.isnan(float(f_at_zero)) or float(f_at_zero) < 0.0:
+            raise ValueError(f"f_at_zero of {name!r} must be >= 0 or inf (got {f_at_zero!r}): "
+                             "a convex f with f(1) = f'(1) = 0 is >= 0")
 
         if df_user is not None:
             @numba.njit(GENERATOR_SIG, error_model="numpy")
@@ -211,6 +222,101 @@ class Divergence:
             f_at_zero=float(f_at_zero), slope_at_infinity=slope_inf,
             curvature_at_one=float(curvature_at_one), convex_generator=convex_generator,
         )
+
+
+def _check_convex(f_norm, name: str) -> None:
+    """Refuse a generator that is visibly not convex: the slopes of its chords
+    between neighbours of a log-spaced grid over [1e-8, 1e8] (and 0) must not
+    fall by more than rounding could explain. A trust region needs convex f;
+    a non-convex one gives bounds that answer no trust-region question."""
+    grid = [0.0] + [10.0 ** (k / 8.0) for k in range(-64, 65)]
+    values = [float(f_norm(u, u - 1.0, 0.0)) for u in grid]
+    slopes = []
+    for (u0, v0), (u1, v1) in zip(zip(grid, values), zip(grid[1:], values[1:])):
+        if math.isfinite(v0) and math.isfinite(v1):
+            slopes.append((u1, (v1 - v0) / (u1 - u0), abs(v0) + abs(v1), u1 - u0))
+        else:
+            slopes.append((u1, math.nan, 0.0, 1.0))
+    for (u, left, size_l, width_l), (_, right, size_r, width_r) in zip(slopes, slopes[1:]):
+        if math.isnan(left) or math.isnan(right):
+            continue  # +inf at 0 (kl) and NaN are the solver's to report where it meets them
+        slack = 1e-6 * max(abs(left), abs(right)) + 64 * 2.0**-52 * (size_l / width_l + size_r / width_r)
+        if right < left - slack:
+            raise ValueError(f"the generator of {name!r} is not convex: the slope of its chords "
+                             f"falls from {left:.6g} to {right:.6g} at u = {u:.3g}. A trust "
+                             "region needs a convex f on [0, inf)")
+
+
+def _slope_at_one(f, name: str) -> float:
+    """f'(1) of a user's generator without df, or an error that says to pass df.
+
+    Central differences at h, h/2, h/4, extrapolated twice (Richardson), so
+    the truncation error is O(h^6); the difference between the last two
+    extrapolations bounds what remains. An estimate within that bound of an
+    integer is that integer: generators are normally written with f'(1) = 0
+    (or a whole linear term), and a residue of 1e-11 in place of 0 would
+    not cancel in g at small deltas (band(0.1, 1e-40) gave (1, 10) for
+    1 +- 6e-20). The estimate is kept where it is not within the bound.
+    """
+    h = 1e-2
+    steps = [h, h / 2, h / 4]
+    try:
+        values = [(float(f(1.0 + t)), float(f(1.0 - t))) for t in steps]
+    except Exception as exc:  # noqa: BLE001  # the user's f, compiled: any error
+        raise ValueError(f"cannot estimate f'(1) of {name!r}: f raised {exc!r} next to 1; "
+                         "pass df") from exc
+    diffs = [(up - down) / (2 * t) for (up, down), t in zip(values, steps)]
+    if not all(math.isfinite(d) for d in diffs):
+        raise ValueError(f"cannot estimate f'(1) of {name!r}: f is not finite next to 1 "
+                         f"(central differences {diffs}); pass df")
+    first = [(4 * diffs[1] - diffs[0]) / 3, (4 * diffs[2] - diffs[1]) / 3]
+    estimate = (16 * first[1] - first[0]) / 15
+    scale = max(abs(v) for pair in values for v in pair) / steps[-1]
+    bound = abs(estimate - first[1]) + 64 * 2.0**-52 * max(scale, abs(estimate), 1e-300)
+    nearest = float(round(estimate))
+    return nearest if abs(estimate - nearest) <= bound else estimate
+
+
+def _slope_at_infinity(f_norm, name: str) -> float:
+    """f'(inf) = lim f(u)/u of a normalised user generator, or an error that
+    says to pass slope_at_infinity.
+
+    f(u)/u is read at u = 1e20, 1e30, ... up to 1e300, as far as f stays
+    finite: a formula such as (1 - u)^2 / (1 + u) overflows in its numerator
+    near u = 1e154 although f(u)/u tends to 1/2, and reading it only at 1e280
+    gave inf (and upper = 1/p where the bound is 2e54). Far out, slowly
+    vanishing terms (hellinger's 2/sqrt(u), kl's log(u)/u) fall below float64
+    resolution. The last finite readings decide: the last two equal to 1e-6
+    relative, the limit is the last; the last three increasing with steps that
+    do not shrink by half (log(u) grows by 23 a decade), it is inf; anything
+    else is refused.
+    """
+    readings = []
+    for k in range(20, 301, 10):
+        u = 10.0**k
+        try:
+            value = float(f_norm(u, u, 0.0)) / u
+        except Exception as exc:  # noqa: BLE001  # the user's f, compiled: any error
+            raise ValueError(f"cannot estimate f'(inf) of {name!r}: f raised {exc!r} at "
+                             f"u = {u:g}; pass slope_at_infinity") from exc
+        if math.isnan(value):
+            raise ValueError(f"cannot estimate f'(inf) of {name!r}: f({u:g}) is NaN; pass "
+                             "slope_at_infinity")
+        if value == math.inf:
+            break  # f overflowed here: what it had shown so far decides
+        readings.append(value)
+    if not readings:
+        return math.inf  # f(1e20) already overflows: f grows faster than any line
+    if len(readings) >= 2 and abs(readings[-1] - readings[-2]) <= 1e-6 * max(abs(readings[-1]),
+                                                                            1e-300):
+        return readings[-1]
+    if len(readings) >= 3:
+        a, b, c = readings[-3:]
+        if c > b > a and c - b >= 0.5 * (b - a):
+            return math.inf  # not settling: growing like log(u) (u log u) or faster
+    raise ValueError(f"cannot estimate f'(inf) of {name!r}: f(u)/u at u = 1e20, 1e30, ... "
+                     f"reads {readings[-3:]} before f stops being finite; pass "
+                     "slope_at_infinity (inf if f grows faster than linearly)")
 
 
 def alpha_divergence(a: float) -> Divergence:

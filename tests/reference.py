@@ -38,6 +38,8 @@ def generator(name: str):
         "neyman_chi2": (lambda u: (u - 1) ** 2 / u if u > 0 else mp.inf, mp.mpf(1)),
         "hellinger": (lambda u: (mp.sqrt(u) - 1) ** 2, mp.mpf(1)),
         "js": (lambda u: (_xlogx(u) - (1 + u) * mp.log((1 + u) / 2)) / 2, mp.log(2) / 2),
+        # not built in: Le Cam's triangular discrimination, for user-generator tests
+        "lecam": (lambda u: (1 - u) ** 2 / (2 * (1 + u)), mp.mpf(1) / 2),
     }
     return table[name]
 

@@ -41,11 +41,14 @@ from ._warm_start import interpolate as interpolate_start
 _TWO_TO_64 = 18446744073709551616.0
 
 # Codes from solve_margin: an interior root, the simplex end, no convergence,
-# or a root next to where g overflows float64 (so it may lie further out).
-INTERIOR, SATURATED, FAILED, OVERFLOW = 0, 1, 2, 3
-#: What _ratio_bounds writes for an OVERFLOW bound (bounds are never negative);
-#: FAILED bounds are NaN. The public wrapper raises for both.
+# a root next to where g overflows float64 (so it may lie further out), or g
+# undefined (NaN) where the solver evaluated it: a user generator that
+# returned NaN or raised there.
+INTERIOR, SATURATED, FAILED, OVERFLOW, UNDEFINED = 0, 1, 2, 3, 4
+#: What _ratio_bounds writes for an OVERFLOW or UNDEFINED bound (bounds are
+#: never negative); FAILED bounds are NaN. The public wrapper raises for all.
 OVERFLOW_MARK = -1.0
+UNDEFINED_MARK = -2.0
 # Below this u2, an overflow of b f(u2) only means u2 is smaller still (alpha
 # with a < -1 at p ~ 1e-310 overflows u2^a at u2 ~ 1e-155): the true u2 lies in
 # [0, 1e-16], so the lower bound (u2) is within 4 eps absolute and the upper
@@ -220,6 +223,9 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
         s, sc = _sigmoid_pair(x)
         m = b * s
         g = binary_value(a, b, m, sc, -s, theta)
+        if g != g:
+            # no root finder can bracket through a NaN: say so, never guess
+            return m, sc, UNDEFINED, math.nan
         if g == delta:
             return m, sc, INTERIOR, x
         if g < delta:
@@ -290,6 +296,8 @@ def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
         upper = math.nan
     elif code_hi == OVERFLOW:
         upper = OVERFLOW_MARK
+    elif code_hi == UNDEFINED:
+        upper = UNDEFINED_MARK
     else:
         upper = min(1.0 + m_hi / p, 1.0 / p)
     if code_lo == SATURATED:
@@ -298,6 +306,8 @@ def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
         lower = math.nan
     elif code_lo == OVERFLOW:
         lower = OVERFLOW_MARK
+    elif code_lo == UNDEFINED:
+        lower = UNDEFINED_MARK
     else:
         lower = u2_lo
     return lower, upper, int(code_hi >= FAILED) + int(code_lo >= FAILED)
