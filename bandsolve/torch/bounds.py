@@ -212,9 +212,36 @@ class BandTable:
         return lower.masked_fill(invalid, math.nan), upper.masked_fill(invalid, math.nan)
 
 
-def _invalid(x: torch.Tensor, from_logp: bool) -> torch.Tensor:
-    """Where x is not a valid log p (NaN, > 0) or p (NaN, outside [0, 1])."""
-    return torch.isnan(x) | (x > 0.0) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+def _invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+    """Where x is not a valid log p (NaN, > ``above``) or p (NaN, outside [0, 1])."""
+    return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+
+
+def _log_prob_rounding(dtype: torch.dtype) -> float:
+    """How far above 0 a trainer's log-probability of a near-certain token may
+    round: log_softmax subtracts a logsumexp of the logits' magnitude, so a
+    16-bit type can land a few of its ulps (2^-8) above 0, a 32-bit one far
+    less. Above this, a positive value is not rounding but a bug upstream."""
+    return 0.0625 if torch.finfo(dtype).bits <= 16 else 1e-3
+
+
+def old_log_prob_for_band(old_log_prob: torch.Tensor, validate: Validate = True,
+                          mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A trainer's old log-probabilities, ready for :func:`band_from_logp`:
+    checked first, then clamped to <= 0.
+
+    Values above 0 by no more than their dtype's rounding of a softmax (1e-3
+    for 32- and 64-bit, 0.0625 for 16-bit types) are clamped to 0; NaN, +inf
+    and anything larger are refused under ``validate`` (as in
+    :func:`band_from_logp`), never clamped into the p = 1 band. Where
+    ``mask`` is 0 (padding) the value is not looked at and becomes 0.
+    Detached.
+    """
+    old = old_log_prob.detach()
+    if mask is not None:
+        old = torch.where(mask.bool(), old, torch.zeros_like(old))
+    _check_values(old, True, _validation_mode(validate), above=_log_prob_rounding(old.dtype))
+    return old.clamp(max=0.0)
 
 
 def _validation_mode(validate) -> str:
@@ -232,7 +259,7 @@ def _input_names(from_logp: bool) -> tuple[str, str]:
         else ("p", "must lie in [0, 1] (and not be NaN or inf)")
 
 
-def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
+def _check_values(x: torch.Tensor, from_logp: bool, mode: str, above: float = 0.0):
     """Check for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p).
 
     "sync" (and "auto" on the CPU): one reduction and one read back to the
@@ -245,7 +272,7 @@ def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
     if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
-    bad = _invalid(v, from_logp)
+    bad = _invalid(v, from_logp, above)
     name, expected = _input_names(from_logp)
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a

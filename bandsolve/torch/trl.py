@@ -43,7 +43,7 @@ import trl
 from trl import GRPOConfig, GRPOTrainer
 
 from ..divergences import get_divergence
-from .bounds import band_from_logp
+from .bounds import band_from_logp, old_log_prob_for_band
 from .losses import clip_metrics
 
 __all__ = ["BandGRPOConfig", "BandGRPOTrainer"]
@@ -105,7 +105,8 @@ class BandGRPOTrainer(GRPOTrainer):
         if old_log_prob is None:  # ratio == 1: no clip binds (module docstring)
             return super()._compute_loss(model, inputs)
         args: BandGRPOConfig = self.args  # type: ignore[assignment]  # set in __init__
-        lower, upper = band_from_logp(old_log_prob.detach().clamp(max=0.0),
+        lower, upper = band_from_logp(old_log_prob_for_band(old_log_prob,
+                                                            mask=inputs["completion_mask"]),
                                       args.band_delta, args.band_divergence,
                                       max_ratio=args.band_max_ratio)
         scalar_epsilons = (self.epsilon_low, self.epsilon_high)
