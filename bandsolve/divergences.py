@@ -346,8 +346,13 @@ def alpha_divergence(a: float) -> Divergence:
             f"the alpha parameter {a!r} is too close to 0 for float64 (1 - a rounds to 1): "
             "its band equals the a -> 0 limit to float64 precision; use divergence='kl'"
         )
+    # the shortest text that reads back as this a (repr), without a trailing
+    # ".0": a name that rounds (":g" made 2.0000001 "alpha:2") resolves to
+    # another divergence, and a table exported under it failed its own check
+    text = repr(a)
+    text = text[:-2] if text.endswith(".0") else text
     return Divergence(
-        name=f"alpha:{a:g}",
+        name=f"alpha:{text}",
         formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",
         f=gen.alpha_f, df=gen.alpha_df, f_conjugate=gen.alpha_conjugate_f,
         f_at_zero=1.0 / a if a > 0 else math.inf,
