@@ -13,7 +13,7 @@ import numpy as np
 
 PPO_EPS = 0.2
 # a negative number, exponent forms included (-1e-5, -.5e3), for argparse
-_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_NEGATIVE_NUMBER = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity)$", re.IGNORECASE)
 
 
 def _bounds_table(args) -> str:
@@ -33,9 +33,11 @@ def _bounds_table(args) -> str:
     cols = ("p", "lower", "upper", "p(lower-1)", "p(upper-1)", "PPO p(-eps)", "PPO p(+eps)")
     rows = []
     for pi, lo, hi in zip(np.atleast_1d(p), np.atleast_1d(lower), np.atleast_1d(upper)):
-        rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1):+.6g}",
+        # + 0.0 turns the -0.0 of p = 0 (0 times a negative number) into 0
+        pi, lo, hi = pi + 0.0, lo + 0.0, hi + 0.0
+        rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1) + 0.0:+.6g}",
                      f"{pi * (hi - 1):+.6g}" if np.isfinite(hi) else "inf",
-                     f"{-pi * PPO_EPS:+.6g}", f"{pi * PPO_EPS:+.6g}"))
+                     f"{-pi * PPO_EPS + 0.0:+.6g}", f"{pi * PPO_EPS:+.6g}"))
     widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(cols)]
     line = "  ".join(c.rjust(w) for c, w in zip(cols, widths))
     body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
@@ -126,7 +128,9 @@ _SUBCOMMANDS = (_add_bounds, _add_calibrate, _add_verify, _add_export, _add_repr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bandsolve", description=__doc__.splitlines()[0])
+    # the docstring's reST literals are for the API docs, not a terminal
+    parser = argparse.ArgumentParser(prog="bandsolve",
+                                     description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     for add in _SUBCOMMANDS:
         add(sub)

@@ -530,7 +530,7 @@ def format_report(checks: list[Check]) -> str:
 def _parser(parser=None):
     if parser is None:
         parser = argparse.ArgumentParser(prog="bandsolve doctor",
-                                         description=__doc__.splitlines()[0])
+                                         description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--json", action="store_true",
                         help="print the checks as JSON (a list of objects) instead")
     return parser
@@ -556,7 +556,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
 def add_subcommand(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("doctor", help="check this install: kernels, numba cache, torch "
                                            "and the verl / TRL plug-ins",
-                            description=__doc__.splitlines()[0])
+                            description=__doc__.splitlines()[0].replace("``", ""))
     _parser(parser)
     parser.set_defaults(run=main)
 
