@@ -240,7 +240,10 @@ def old_log_prob_for_band(old_log_prob: torch.Tensor, validate: Validate = True,
     old = old_log_prob.detach()
     if mask is not None:
         old = torch.where(mask.bool(), old, torch.zeros_like(old))
-    _check_values(old, True, _validation_mode(validate), above=_log_prob_rounding(old.dtype))
+    mode = _validation_mode(validate)
+    if mode == "auto" and torch.compiler.is_compiling():
+        mode = "async"  # a read back cannot be traced; a device-side assertion can
+    _check_values(old, True, mode, above=_log_prob_rounding(old.dtype))
     return old.clamp(max=0.0)
 
 
@@ -353,8 +356,14 @@ def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
              from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
-    host work the compiler must not see."""
-    return _evaluate(x, delta, divergence, max_ratio, from_logp, validate)
+    host work the compiler must not see. Under the compiler the arguments
+    arrive unchecked (a delta may be a symbolic float there), so the op checks
+    them itself, at run time, with the numpy API's messages. Outputs are
+    contiguous whatever the input's layout, as the fake kernel says."""
+    key, delta, max_ratio = _checked_arguments(delta, divergence,
+                                               None if max_ratio == math.inf else max_ratio)
+    lower, upper = _evaluate(x, delta, key, max_ratio, from_logp, validate)
+    return lower.contiguous(), upper.contiguous()
 
 
 def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
@@ -384,8 +393,10 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
 
 @_band_op.register_fake
 def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
+    # contiguous, as the op returns: empty_like kept a transposed input's
+    # strides, and compiled code then failed its stride assertion
     dtype = compute_dtype(x.dtype)
-    return torch.empty_like(x, dtype=dtype), torch.empty_like(x, dtype=dtype)
+    return (x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape, dtype=dtype))
 
 
 def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
@@ -393,6 +404,12 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
     mode = _validation_mode(validate)
+    if torch.compiler.is_compiling() and isinstance(divergence, str):
+        # traced: delta may be a symbolic float (a schedule of deltas makes
+        # dynamo generalise it after the first recompile), which no host
+        # check can read; the op checks its arguments when it runs
+        cap = math.inf if max_ratio is None else max_ratio
+        return _band_op(x.detach(), delta, divergence, cap, from_logp, mode)
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
         return _band_op(x.detach(), delta, key, cap, from_logp, mode)
