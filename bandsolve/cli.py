@@ -12,6 +12,8 @@ import sys
 import numpy as np
 
 PPO_EPS = 0.2
+#: the loosest table certificate export writes: bandsolve.torch's own limit
+_EXPORT_RTOL_LIMIT = 1e-5
 # a negative number, exponent forms included (-1e-5, -.5e3), for argparse
 _NEGATIVE_NUMBER = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity)$", re.IGNORECASE)
 
@@ -74,6 +76,14 @@ def _run_export(args):
     if Path(args.out).suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {Path(args.out).suffix!r}: use .npz or .pt")
     data = table.build(args.divergence, args.delta, max_ratio=args.max_ratio)
+    if not data.rtol <= _EXPORT_RTOL_LIMIT:
+        # as bandsolve.torch refuses to use it: an exported table is for readers
+        # that hold the same float32 promise
+        raise ValueError(f"cannot tabulate {data.divergence} at delta={args.delta!r} to the "
+                         f"float32 promise (certified rtol {data.rtol:.3g} > "
+                         f"{_EXPORT_RTOL_LIMIT:g}; tables are certified exactly for delta from "
+                         "1e-6 to 10): use the numpy API bandsolve.band, which solves every "
+                         "delta")
     path = table.save(data, args.out)
     print(f"wrote {path}: {data.describe()}")
 

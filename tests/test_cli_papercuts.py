@@ -78,3 +78,13 @@ def test_verify_checks_its_output_folder_before_the_sweep(monkeypatch, tmp_path)
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert main(["verify", "--quiet", "--out", str(blocked / "sub")]) == 2
+
+
+def test_export_refuses_a_table_bandsolve_torch_would_refuse(tmp_path, capsys):
+    # export wrote tables whose certificate the torch functions refuse (kl at
+    # delta = 1e-100: rtol 1.4e10); a subnormal delta is certified (its band is
+    # 1 to within 1e-12) and both accept it, as docs/torch.md now says
+    assert main(["export", "--delta", "1e-100", "--out", str(tmp_path / "t.npz")]) == 2
+    assert "float32 promise" in capsys.readouterr().err
+    assert not (tmp_path / "t.npz").exists()
+    assert main(["export", "--delta", "1e-320", "--out", str(tmp_path / "s.npz")]) == 0

@@ -138,3 +138,18 @@ def test_verl_bandpo_padding_values_do_not_matter():
     padded[mask == 0] = math.nan
     loss, _ = _verl_loss(padded, new, adv, mask)
     assert float(loss) == float(reference)
+
+
+def test_meta_tensor_is_a_clear_error_not_a_raw_torch_error():
+    import bandsolve.torch as bt
+
+    with pytest.raises(ValueError, match="meta tensor"):
+        bt.band_from_logp(torch.empty(3, device="meta"), 0.05)
+
+
+def test_sparse_tensor_is_a_clear_error_not_a_raw_torch_error():
+    import bandsolve.torch as bt
+
+    sparse = torch.tensor([[-0.5, 0.0], [0.0, -1.0]]).to_sparse()
+    with pytest.raises(TypeError, match="to_dense"):
+        bt.band_from_logp(sparse, 0.05)

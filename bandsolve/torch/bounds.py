@@ -402,6 +402,15 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
 def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"bandsolve.torch takes dense tensors (got layout {x.layout}): call "
+                        ".to_dense() first; the band of an absent (implicit zero) entry would "
+                        "be the band of log p = 0 or p = 0, which is not what a sparse tensor "
+                        "means")
+    if x.device.type == "meta":
+        raise ValueError("bandsolve.torch needs a tensor's values, and a meta tensor has none: "
+                         "move it to a real device first (bounds cannot be computed from a "
+                         "shape)")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
     mode = _validation_mode(validate)
     if torch.compiler.is_compiling() and isinstance(divergence, str):
