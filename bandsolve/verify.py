@@ -34,9 +34,9 @@ import os
 import time
 
 import numpy as np
-from tqdm import tqdm
 
 from . import api, certificate, convex
+from ._progress import Progress
 
 DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
                "alpha:0.5", "alpha:2", "alpha:-1")
@@ -186,8 +186,9 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
     vocab_deltas = [float(rng.choice(deltas)) for _ in vocab]
     rows = []
     total = len(divergences) * (p_grid.size + len(vocab))
-    bar = tqdm(total=total, desc="verify", unit="program", disable=not progress)
+    bar = Progress(total=total, desc="verify", unit="program", disable=not progress)
     for name in divergences:
+        bar.set_postfix_str(name)
         row = Row(name, tolerance(name), vocabulary_tolerance(name))
         # one call: each program compiles once for the whole grid
         res = convex.band(p_grid, d_grid, name, on_failure="nan")

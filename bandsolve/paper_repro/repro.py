@@ -24,11 +24,12 @@ import os
 import time
 
 import numpy as np
-from tqdm import tqdm
 
 import bandsolve as bs
 from bandsolve import convex
 from bandsolve.baselines import ppo_bounds
+
+from .._progress import Progress
 
 
 @dataclasses.dataclass
@@ -385,8 +386,12 @@ def run(args: argparse.Namespace) -> int:
     os.makedirs(figures_dir, exist_ok=True)
     start = time.perf_counter()
     claims = []
-    for step in tqdm([*THEORY, lambda: figures(figures_dir)], desc="paper_repro", unit="claim"):
-        claims.append(step())
+    steps = [*THEORY, lambda: figures(figures_dir)]
+    with Progress(total=len(steps), desc="paper_repro", unit="claim") as bar:
+        for step in steps:
+            bar.set_postfix_str(getattr(step, "__name__", "claim").replace("<lambda>", "figures"))
+            claims.append(step())
+            bar.update(1)
     if args.skip_dynamics:
         claims.append(Claim("The dynamics study (entropy, tail tokens, the sequence task)",
                             "Figures 3-5", "skipped (--skip-dynamics)", "not run"))
