@@ -76,8 +76,9 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
     if overflow[i]:
         raise BandSolveError(
             f"{div.name}: the binary divergence is +inf just beyond {failures} bounds, so they "
-            f"cannot be resolved; {where}. Either g overflows float64 there (a delta far "
-            f"beyond any trust region in use: pass a smaller delta), or the generator is +inf "
+            f"cannot be resolved; {where}. Either g overflows float64 there (the generator "
+            f"grows too fast for float64 at this delta: alpha with a large a such as 1e9, or "
+            f"a delta far beyond any trust region in use), or the generator is +inf "
             f"beyond some finite u (the bound is then where f becomes infinite, which the root "
             f"finder cannot locate to the promised accuracy)")
     raise BandSolveError(

@@ -215,7 +215,12 @@ class Divergence:
         def f_conj(v, x, theta):
             if v == 0.0:
                 return slope_inf
-            return v * f_norm(1.0 / v, -x / v, theta)
+            value = v * f_norm(1.0 / v, -x / v, theta)
+            if value == math.inf and slope_inf < math.inf:
+                # f itself overflowed at u = 1/v (Le Cam's (1 - u)^2 near
+                # 1e154), so far out that f(u)/u has reached its limit
+                return slope_inf
+            return value
 
         return cls(
             name=name, formula=formula, f=f_norm, df=df_norm, f_conjugate=f_conj,
