@@ -28,6 +28,10 @@ def as_real_array(value, name: str) -> np.ndarray:
     and most integers exactly). Booleans, complex numbers, strings and
     objects are rejected rather than guessed at.
     """
+    if isinstance(value, np.ma.MaskedArray):
+        # np.asarray would drop the mask and compute on the hidden values
+        raise TypeError(f"{name} is a numpy masked array, whose mask bandsolve would ignore: "
+                        f"pass {name}.compressed() (the unmasked values) or {name}.filled(x)")
     try:
         arr = np.asarray(value)
     except Exception as exc:
@@ -117,6 +121,14 @@ def check_log_probability(logp, name: str = "logp") -> np.ndarray:
 
 def check_delta(delta, name: str = "delta") -> np.ndarray:
     arr = as_real_array(delta, name)
+    original = np.asarray(delta)
+    if original.dtype.kind == "f" and original.dtype.itemsize > 8:
+        lost = (original > 0) & (arr == 0.0)
+        if lost.any():
+            where = np.flatnonzero(lost.reshape(-1))
+            _raise(original, where.size, int(where[0]), name,
+                   "is positive but below float64's range (it rounds to 0), so no bound "
+                   "can be computed for it")
     _check_wider(delta, arr, name, 0.0, math.inf, False, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
         _scan.NEG_INF: "must be positive (the trust-region radius)",
@@ -139,7 +151,10 @@ def check_max_ratio(max_ratio) -> float:
         return math.inf
     if isinstance(max_ratio, bool) or not isinstance(max_ratio, (int, float, np.integer, np.floating)):
         raise TypeError(f"max_ratio must be a number or None (got {type(max_ratio).__name__})")
-    value = float(max_ratio)
+    try:
+        value = float(max_ratio)
+    except OverflowError:  # an int beyond float64: a cap above every ratio, or below 1
+        value = math.inf if max_ratio > 0 else -math.inf
     if math.isnan(value) or value < 1.0:
         raise ValueError(f"max_ratio must be >= 1 or None, since the band always contains "
                          f"ratio 1 (got {max_ratio})")

@@ -274,8 +274,14 @@ def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike
     ----------
     logp : array_like
         log p <= 0; -inf means p = 0.
-    delta, divergence, max_ratio, out
+    delta : array_like
+        Trust-region radius, > 0, as in :func:`band`.
+    divergence : str or Divergence, default "kl"
         As in :func:`band`.
+    max_ratio : float, optional
+        Cap on the upper bound, as in :func:`band`.
+    out : tuple of two ndarrays, optional
+        Output arrays ``(lower, upper)``, as in :func:`band`.
 
     Returns
     -------

@@ -12,8 +12,10 @@ import sys
 import numpy as np
 
 PPO_EPS = 0.2
+#: the loosest table certificate export writes: bandsolve.torch's own limit
+_EXPORT_RTOL_LIMIT = 1e-5
 # a negative number, exponent forms included (-1e-5, -.5e3), for argparse
-_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+_NEGATIVE_NUMBER = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity)$", re.IGNORECASE)
 
 
 def _bounds_table(args) -> str:
@@ -33,9 +35,11 @@ def _bounds_table(args) -> str:
     cols = ("p", "lower", "upper", "p(lower-1)", "p(upper-1)", "PPO p(-eps)", "PPO p(+eps)")
     rows = []
     for pi, lo, hi in zip(np.atleast_1d(p), np.atleast_1d(lower), np.atleast_1d(upper)):
-        rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1):+.6g}",
+        # + 0.0 turns the -0.0 of p = 0 (0 times a negative number) into 0
+        pi, lo, hi = pi + 0.0, lo + 0.0, hi + 0.0
+        rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1) + 0.0:+.6g}",
                      f"{pi * (hi - 1):+.6g}" if np.isfinite(hi) else "inf",
-                     f"{-pi * PPO_EPS:+.6g}", f"{pi * PPO_EPS:+.6g}"))
+                     f"{-pi * PPO_EPS + 0.0:+.6g}", f"{pi * PPO_EPS:+.6g}"))
     widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(cols)]
     line = "  ".join(c.rjust(w) for c, w in zip(cols, widths))
     body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
@@ -72,6 +76,14 @@ def _run_export(args):
     if Path(args.out).suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {Path(args.out).suffix!r}: use .npz or .pt")
     data = table.build(args.divergence, args.delta, max_ratio=args.max_ratio)
+    if not data.rtol <= _EXPORT_RTOL_LIMIT:
+        # as bandsolve.torch refuses to use it: an exported table is for readers
+        # that hold the same float32 promise
+        raise ValueError(f"cannot tabulate {data.divergence} at delta={args.delta!r} to the "
+                         f"float32 promise (certified rtol {data.rtol:.3g} > "
+                         f"{_EXPORT_RTOL_LIMIT:g}; tables are certified exactly for delta from "
+                         "1e-6 to 10): use the numpy API bandsolve.band, which solves every "
+                         "delta")
     path = table.save(data, args.out)
     print(f"wrote {path}: {data.describe()}")
 
@@ -126,7 +138,9 @@ _SUBCOMMANDS = (_add_bounds, _add_calibrate, _add_verify, _add_export, _add_repr
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bandsolve", description=__doc__.splitlines()[0])
+    # the docstring's reST literals are for the API docs, not a terminal
+    parser = argparse.ArgumentParser(prog="bandsolve",
+                                     description=__doc__.splitlines()[0].replace("``", ""))
     sub = parser.add_subparsers(dest="command", required=True)
     for add in _SUBCOMMANDS:
         add(sub)

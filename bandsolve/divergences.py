@@ -357,6 +357,14 @@ class Divergence:
         )
 
 
+def _parameter_text(a: float) -> str:
+    """The shortest text that reads back as ``a`` (repr), without a trailing
+    ".0": a name that rounds (":g" made 2.0000001 "alpha:2") resolves to
+    another divergence, and a table exported under it failed its own check."""
+    text = repr(a)
+    return text[:-2] if text.endswith(".0") else text
+
+
 def alpha_divergence(a: float) -> Divergence:
     """The Amari alpha-divergence, f(u) = (u^a - 1 - a (u - 1)) / (a (a - 1)).
 
@@ -386,10 +394,10 @@ def alpha_divergence(a: float) -> Divergence:
         # > 1e16 is finite, but saturating on it needs delta > 1e16 b, where
         # kl's bound is the same float: its u2 = e^(-delta/b) underflows.)
         kl = BUILTIN_DIVERGENCES["kl"]
-        return dataclasses.replace(kl, name=f"alpha:{a:g}",
+        return dataclasses.replace(kl, name=f"alpha:{_parameter_text(a)}",
                                    formula=f"{kl.formula} (the a -> 0 limit, a = {a:g})")
     return Divergence(
-        name=f"alpha:{a:g}",
+        name=f"alpha:{_parameter_text(a)}",
         formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",
         f=gen.alpha_f, df=gen.alpha_df, f_conjugate=gen.alpha_conjugate_f,
         f_at_zero=1.0 / a if a > 0 else math.inf,

@@ -16,8 +16,8 @@ swallows, beside the rest of what an install needs:
 * the verl plug-in: entry point declared, ``VERL_USE_EXTERNAL_PLUGINS``,
   ``import bandsolve.torch.verl``, and ``bandpo`` in verl's loss registry;
 * the TRL plug-in: ``import bandsolve.torch.trl``;
-* the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL 0.3.0 itself
-  needs Python 3.12 or later to import).
+* the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL itself needs
+  Python 3.12 or later).
 
 Each check is cheap and never raises. Importing this module imports neither
 torch nor a trainer: they are imported inside the checks.
@@ -60,6 +60,8 @@ _PACKAGES = (
 _OPTIONAL = {"torch", "verl", "trl", "transformers", "skyrl"}
 
 _VERL_PLUGIN = "bandsolve.torch.verl"
+# what the entry point names: it registers bandpo and imports _VERL_PLUGIN on first use
+_VERL_ENTRY_MODULE = "bandsolve.integrations.verl_entry_point"
 _TRL_PLUGIN = "bandsolve.torch.trl"
 _SKYRL_PLUGIN = "bandsolve.torch.skyrl"
 _ENTRY_POINT = "bandpo"
@@ -366,9 +368,9 @@ def _check_verl() -> list:
                             "installed distributions" + ("; VERL_USE_EXTERNAL_MODULES loads the "
                                                          "plug-in instead" if by_modules else ""),
                             "" if by_modules else fix))
-    elif eps[0].value != _VERL_PLUGIN:
+    elif eps[0].value != _VERL_ENTRY_MODULE:
         checks.append(Check(names[0], False, f"'{_ENTRY_POINT}' points to {eps[0].value!r}, "
-                                             f"not {_VERL_PLUGIN!r}: a stale install",
+                                             f"not {_VERL_ENTRY_MODULE!r}: a stale install",
                             'pip install --force-reinstall "bandsolve[verl]"'))
     elif not loads and not by_modules:
         checks.append(Check(names[0], False, f"declared, but {env}: verl will not load it",
@@ -376,7 +378,8 @@ def _check_verl() -> list:
                             f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}"))
     else:
         how = "loaded on import verl" if loads else "loaded via VERL_USE_EXTERNAL_MODULES"
-        checks.append(Check(names[0], True, f"'{_ENTRY_POINT}' = {_VERL_PLUGIN} ({env}; {how})"))
+        checks.append(Check(names[0], True,
+                            f"'{_ENTRY_POINT}' = {_VERL_ENTRY_MODULE} ({env}; {how})"))
 
     # 2. the import verl swallows
     try:
@@ -427,6 +430,13 @@ def _check_trl() -> list:
     name = "trl plug-in import"
     if _version("trl") is None and importlib.util.find_spec("trl") is None:
         return [Check(name, None, "trl not installed (optional)", _pip("trl"))]
+    installed = _version("trl")
+    if installed is not None and installed.split(".")[0] == "0":
+        # verl's engines pin trl==0.27, which the TRL plug-in cannot use: in a
+        # verl environment that is expected, not a broken install
+        return [Check(name, None, f"trl {installed} installed (verl's engines pin trl 0.x); the "
+                                  "TRL plug-in needs trl>=1.0,<2 in an environment of its own",
+                      _pip("trl"))]
     try:
         trl = _import_module("trl")
     except Exception as exc:  # noqa: BLE001
@@ -520,7 +530,7 @@ def format_report(checks: list[Check]) -> str:
 def _parser(parser=None):
     if parser is None:
         parser = argparse.ArgumentParser(prog="bandsolve doctor",
-                                         description=__doc__.splitlines()[0])
+                                         description=__doc__.splitlines()[0].replace("``", ""))
     parser.add_argument("--json", action="store_true",
                         help="print the checks as JSON (a list of objects) instead")
     return parser
@@ -546,7 +556,7 @@ def main(args: argparse.Namespace | list[str] | None = None) -> int:
 def add_subcommand(sub: argparse._SubParsersAction) -> None:
     parser = sub.add_parser("doctor", help="check this install: kernels, numba cache, torch "
                                            "and the verl / TRL plug-ins",
-                            description=__doc__.splitlines()[0])
+                            description=__doc__.splitlines()[0].replace("``", ""))
     _parser(parser)
     parser.set_defaults(run=main)
 

@@ -71,6 +71,7 @@ import dataclasses
 import hashlib
 import math
 import os
+import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -410,13 +411,43 @@ def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") 
                 raise ValueError(f"{name} coefficients have shape {coefficients.shape}")
             sides[name] = TableSide(coefficients=coefficients,
                                     **{f: float(arrays[f"{name}_{f}"]) for f in _SIDE_FIELDS})
-        return BandTableData(divergence=str(arrays["divergence"]), delta=float(arrays["delta"]),
-                             max_ratio=float(arrays["max_ratio"]),
-                             lower_at_one=float(arrays["lower_at_one"]),
-                             rtol=float(arrays["rtol"]), atol=float(arrays["atol"]),
-                             **sides)
+        scalars = {}
+        for field in ("delta", "max_ratio", "lower_at_one", "rtol", "atol"):
+            value = np.asarray(arrays[field])
+            if value.shape != () or value.dtype.kind != "f":
+                raise TableIntegrityError(f"{source}: field {field!r} is not a float scalar "
+                                          f"(shape {value.shape}, dtype {value.dtype})")
+            scalars[field] = float(value)
+        _check_metadata(scalars, source)
+        return BandTableData(divergence=str(arrays["divergence"]), delta=scalars["delta"],
+                             max_ratio=scalars["max_ratio"],
+                             lower_at_one=scalars["lower_at_one"], rtol=scalars["rtol"],
+                             atol=scalars["atol"], upper=sides["upper"], lower=sides["lower"])
     except KeyError as exc:
         raise ValueError(f"not a bandsolve table: no field {exc}") from None
+
+
+#: the range a stored certificate tolerance can have at all; whether it is
+#: the honest one is checked by rebuilding it (load with verify=True)
+MAX_STORED_TOLERANCE = 1.0
+
+
+def _check_metadata(scalars: dict, source: str) -> None:
+    """Every stored number inside the range a table built here can have."""
+    delta, cap = scalars["delta"], scalars["max_ratio"]
+    if not (np.isfinite(delta) and delta >= np.finfo(np.float64).tiny):
+        raise TableIntegrityError(f"{source}: delta {delta!r} is not a positive normal float")
+    if not cap >= 1.0:
+        raise TableIntegrityError(f"{source}: max_ratio {cap!r} is below 1")
+    for field in ("rtol", "atol"):
+        value = scalars[field]
+        if not 0.0 <= value <= MAX_STORED_TOLERANCE:
+            raise TableIntegrityError(f"{source}: its certificate {field} = {value!r} lies "
+                                      f"outside [0, {MAX_STORED_TOLERANCE:g}]: no table built "
+                                      "by bandsolve carries it")
+    if not 0.0 <= scalars["lower_at_one"] <= 1.0:
+        raise TableIntegrityError(f"{source}: lower_at_one {scalars['lower_at_one']!r} lies "
+                                  "outside [0, 1]")
 
 
 def check_against_solver(table: BandTableData, divergence: DivergenceLike | None = None, *,
@@ -442,17 +473,7 @@ def check_against_solver(table: BandTableData, divergence: DivergenceLike | None
         If the divergence cannot be resolved by its stored name (a
         user-defined one): pass ``divergence=``.
     """
-    if divergence is None:
-        try:
-            div = get_divergence(table.divergence)
-        except ValueError:
-            raise ValueError(f"{source} holds the user-defined divergence "
-                             f"{table.divergence!r}: pass divergence= to check it against "
-                             "the solver, or verify=False to skip that check") from None
-    else:
-        div = get_divergence(divergence)
-        if div.name != table.divergence:
-            raise ValueError(f"{source} holds divergence {table.divergence!r}, not {div.name!r}")
+    div = _table_divergence(table, divergence, source)
     rng = np.random.default_rng(seed)
     d = _distance_nodes()
     offsets = d[:-1] + rng.uniform(0.05, 0.95, d.size - 1) * np.diff(d)
@@ -481,6 +502,22 @@ def check_against_solver(table: BandTableData, divergence: DivergenceLike | None
                 f"{float(g[i])!r} from the table but {float(r[i])!r} from the solver, beyond "
                 "the table's certificate; the table does not hold the band it claims. "
                 "Export it again")
+
+
+def _table_divergence(table: BandTableData, divergence: DivergenceLike | None,
+                      source: str) -> Divergence:
+    """The divergence a table holds: by its stored name, or the one passed."""
+    if divergence is None:
+        try:
+            return get_divergence(table.divergence)
+        except ValueError:
+            raise ValueError(f"{source} holds the user-defined divergence "
+                             f"{table.divergence!r}: pass divergence= to check it against "
+                             "the solver, or verify=False to skip that check") from None
+    div = get_divergence(divergence)
+    if div.name != table.divergence:
+        raise ValueError(f"{source} holds divergence {table.divergence!r}, not {div.name!r}")
+    return div
 
 
 def _where(side: TableSide, z: float, name: str) -> str:
@@ -531,17 +568,46 @@ def load(path: str | os.PathLike, *, verify: bool = True,
     """
     path = Path(path)
     source = f"table file {str(path)!r}"
-    if path.suffix == ".npz":
-        with np.load(path, allow_pickle=False) as data:
-            table = from_arrays({k: data[k] for k in data.files}, source=source)
-    elif path.suffix == ".pt":
-        import torch
-
-        raw = torch.load(path, map_location="cpu", weights_only=True)
-        table = from_arrays({k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
-                             for k, v in raw.items()}, source=source)
-    else:
+    if path.suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    try:
+        if path.suffix == ".npz":
+            # our own handle: np.load(path) leaks its file when the zip is damaged
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        else:
+            import torch
+
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+            arrays = {k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
+                      for k, v in raw.items()}
+    except (OSError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        # truncated, byte-flipped or foreign files: each loader has its own
+        # exception; none of them is a table
+        raise TableIntegrityError(f"{source} cannot be read as a table: it is damaged or not "
+                                  f"a bandsolve table ({type(exc).__name__}: {exc})") from exc
+    table = from_arrays(arrays, source=source)
     if verify:
+        _check_certificate(table, divergence, source)
         check_against_solver(table, divergence, source=source)
     return table
+
+
+def _check_certificate(table: BandTableData, divergence: DivergenceLike | None,
+                       source: str) -> None:
+    """The certificate a file states must be the one its settings earn: the
+    loader rebuilds the table for the same divergence, delta and max_ratio
+    (about 0.3 s) and compares. A file cannot loosen its own tolerance, so
+    the solver check that follows holds it to the honest one."""
+    div = _table_divergence(table, divergence, source)
+    honest = build(div, table.delta, max_ratio=None if table.max_ratio == math.inf
+                   else table.max_ratio)
+    for field in ("rtol", "atol"):
+        stated, earned = getattr(table, field), getattr(honest, field)
+        if stated > earned:
+            raise TableIntegrityError(
+                f"{source} states a certificate {field} = {stated!r}, but a table of "
+                f"{table.divergence} at delta = {table.delta!r} is certified to {earned!r}: "
+                "the file was rewritten. Export it again")

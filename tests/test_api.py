@@ -244,3 +244,15 @@ def test_longdouble_out_of_range_is_rejected_before_rounding(call, match):
     0, inside the range: the range test runs in the input's own precision."""
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_import_bandsolve_defers_numba_to_first_use():
+    # trainers' plug-in registries import bandsolve in every process
+    import subprocess
+    import sys
+    code = ("import sys, bandsolve; a = 'numba' in sys.modules; bandsolve.band; "
+            "print(a, 'numba' in sys.modules, sorted(bandsolve.__all__) == sorted(dir(bandsolve))"
+            " or set(bandsolve.__all__) <= set(dir(bandsolve)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=600).stdout.split()
+    assert out == ["False", "True", "True"]

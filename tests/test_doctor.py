@@ -5,6 +5,7 @@ a core install (the trainer checks then report "--", not a failure).
 """
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -18,7 +19,10 @@ from bandsolve import doctor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_VERL = importlib.util.find_spec("verl") is not None
-HAS_TRL = importlib.util.find_spec("trl") is not None
+HAS_TRL = importlib.util.find_spec("trl") is not None \
+    and not importlib.metadata.version("trl").startswith("0.")  # the plug-in's trl>=1.0
+#: verl's environment: its engines pin trl 0.27, below the TRL plug-in's range
+HAS_VERLS_TRL = importlib.util.find_spec("trl") is not None and not HAS_TRL
 
 
 
@@ -284,3 +288,10 @@ def test_skyrl_plugin_failure_names_the_python_requirement(monkeypatch):
     (check,) = doctor._check_skyrl()
     assert check.ok is False and "typing_extensions.TypedDict" in check.detail
     assert "Python 3.12" in check.fix
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERLS_TRL, reason="needs verl's pinned trl 0.x")
+def test_doctor_in_verls_environment_reports_trl_0x_as_not_applicable_not_failed():
+    check = _by_name(doctor._check_trl(), "trl plug-in import")
+    assert check.ok is None and "trl>=1.0,<2" in check.detail

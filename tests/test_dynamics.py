@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bandsolve.analysis import dynamics, sequence  # noqa: E402
+from bandsolve.analysis import dynamics, frontier, sequence  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
@@ -124,6 +124,9 @@ def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path, monkeypatch
     adam = dataclasses.replace(TINY_BANDIT, optimizer="adam", lr=0.05)
     monkeypatch.setattr(dynamics, "FULL", {"bandit": TINY_BANDIT, "bandit-adam": adam})
     monkeypatch.setattr(sequence, "FULL", TINY_SEQUENCE)
+    # the frontier too: unpatched, this test ran the 40-minute full frontier
+    monkeypatch.setattr(frontier, "FULL", frontier.FrontierConfig(
+        TINY_BANDIT, eps=(0.2,), eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,)))
     rows = repro.dynamics_claims(str(tmp_path), full=True)
     assert len(rows) == 3
     assert all(row.verdict in ("reproduces", "reproduces qualitatively", "does not reproduce",

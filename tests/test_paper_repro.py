@@ -36,3 +36,16 @@ def test_repro_writes_under_the_current_directory_by_default(tmp_path, monkeypat
     assert "](figures/fig1_bounds.png)" in text  # links resolve from the report
     after = {p for p in package_dir.rglob("*") if p.suffix in (".md", ".png", ".pdf")}
     assert after == before
+
+
+def test_repro_skip_dynamics_links_only_the_figures_it_made(tmp_path):
+    # REPORT.md linked dynamics_*.png that --skip-dynamics never made
+    report = tmp_path / "REPORT.md"
+    figures = tmp_path / "figures"
+    assert cli_main(["repro", "--out-report", str(report), "--figures", str(figures),
+                     "--skip-dynamics"]) == 0
+    import re
+
+    for target in re.findall(r"\]\(([^)]+\.png)\)", report.read_text()):
+        assert (tmp_path / target).exists(), target
+    assert "dynamics_bandit.png" not in report.read_text()

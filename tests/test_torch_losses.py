@@ -50,10 +50,14 @@ def _reference_loss(rule, old, new, adv, mask, mode, dual_clip):
         per_token = np.where(adv < 0, np.minimum(per_token, -dual_clip * adv), per_token)
     if mode == "token-mean":
         return (per_token * mask).sum() / mask.sum()
-    seq = (per_token * mask).sum(-1)
+    if mode == "token-sum":
+        return (per_token * mask).sum()
+    rows = mask.sum(-1) > 0  # verl's sequence means skip rows without a token
+    seq = (per_token * mask).sum(-1)[rows]
     if mode == "seq-mean-token-mean":
-        seq = seq / mask.sum(-1)
-    return seq.mean()
+        seq = seq / mask.sum(-1)[rows]
+    value = seq.sum() / rows.sum()
+    return value / mask.shape[-1] if mode == "seq-mean-token-sum-norm" else value
 
 
 RULES = [NoClip(), PPOClip(0.2), ClipHigher(0.2, 0.28), DCPO(), Band(0.05, "kl"),
@@ -126,11 +130,13 @@ def test_band_rule_matches_the_numpy_core_and_keeps_the_device_and_dtype():
     np.testing.assert_allclose(hi.numpy(), ref_hi, rtol=1e-6, atol=1e-38)
 
 
-def test_aggregate_handles_empty_sequences():
+def test_aggregate_empty_sequence_is_excluded_from_sequence_means_as_in_verl():
+    # the empty row used to count in the mean (0.5 here); verl's agg_loss skips it
     loss_mat = torch.ones(2, 3)
     mask = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     assert float(aggregate(loss_mat, mask, "token-mean")) == 1.0
-    assert float(aggregate(loss_mat, mask, "seq-mean-token-mean")) == 0.5
+    assert float(aggregate(loss_mat, mask, "seq-mean-token-mean")) == 1.0
+    assert float(aggregate(loss_mat, mask, "seq-mean-token-sum")) == 2.0
 
 
 @pytest.mark.parametrize("make, match", [

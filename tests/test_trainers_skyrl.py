@@ -10,7 +10,6 @@ losses when the band is replaced by [1 - eps, 1 + eps].
 """
 
 import sys
-import typing
 
 import numpy as np
 import pytest
@@ -18,21 +17,7 @@ import pytest
 pytestmark = pytest.mark.trainers
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("skyrl")
-
-if sys.version_info < (3, 12) and "skyrl.tinker.types" not in sys.modules:
-    # SkyRL 0.3.0 declares Python >= 3.11 but its skyrl.tinker.types (imported
-    # by every skyrl.backends import) puts a typing.TypedDict in a pydantic
-    # model, which pydantic refuses below 3.12. Import that one module with
-    # typing_extensions.TypedDict, then restore typing.
-    import typing_extensions
-
-    _typed_dict = typing.TypedDict
-    typing.TypedDict = typing_extensions.TypedDict
-    try:
-        import skyrl.tinker.types  # noqa: F401
-    finally:
-        typing.TypedDict = _typed_dict
+pytest.importorskip("skyrl")  # SkyRL 0.4 needs Python >= 3.12 (tests/trainer_envs.sh)
 
 ppo_utils = pytest.importorskip("skyrl.backends.skyrl_train.utils.ppo_utils")
 

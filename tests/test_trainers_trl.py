@@ -119,3 +119,41 @@ def test_band_matches_the_numpy_core_inside_trl(tmp_path, monkeypatch):
 def test_bad_settings_are_refused(tmp_path, overrides, match):
     with pytest.raises(ValueError, match=match):
         _trainer(tmp_path, **overrides)
+
+
+def test_trl_logs_the_band_metrics_by_bucket_as_verl_does(tmp_path):
+    from bandsolve.torch import P_BUCKETS
+
+    trainer = _trainer(tmp_path)
+    trainer.train()
+    logs = [entry for entry in trainer.state.log_history if "band/clipfrac_upper" in entry]
+    assert logs, "the band metrics were never logged"
+    for entry in logs:
+        for name, _, _ in P_BUCKETS:
+            for metric in ("clipfrac", "band_width", "tokens"):
+                assert f"band/{metric}/{name}" in entry
+        # the band's clip fractions agree with TRL's own count of clipped
+        # tokens (clip_ratio/region_mean), computed by TRL from its ratio
+        ours = entry["band/clipfrac_upper"] + entry["band/clipfrac_lower"]
+        assert ours == pytest.approx(entry["clip_ratio/region_mean"], abs=1e-6)
+    assert any(entry["band/clipfrac_upper"] + entry["band/clipfrac_lower"] > 0 for entry in logs)
+
+
+def test_trl_private_loss_changed_shape_fails_naming_supported_versions(tmp_path, monkeypatch):
+    from trl import GRPOTrainer
+
+    # a TRL whose _compute_loss no longer computes the new log-probabilities
+    # through _get_per_token_logps_and_entropies
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss",
+                        lambda self, model, inputs: sum(p.sum() for p in model.parameters()) * 0.0)
+    trainer = _trainer(tmp_path, max_steps=1)
+    with pytest.raises(RuntimeError, match=r"Supported: trl>=1\.0,<2"):
+        trainer.train()
+
+
+def test_trl_without_the_private_log_prob_method_is_refused_at_construction(tmp_path, monkeypatch):
+    from trl import GRPOTrainer
+
+    monkeypatch.delattr(GRPOTrainer, "_get_per_token_logps_and_entropies")
+    with pytest.raises(RuntimeError, match="_get_per_token_logps_and_entropies.*Supported"):
+        _trainer(tmp_path, cls=BandGRPOTrainer)

@@ -46,11 +46,11 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
+from .._progress import Progress  # noqa: E402
 from .bounds import save_figure  # noqa: E402
 
 DELTA = 0.05
@@ -309,7 +309,7 @@ def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
                  name="dynamics_bandit", seed=0):
     """Run every rule, write ``name``.csv and the figure; return (results, summary, paths)."""
     results = {}
-    with tqdm(total=len(rules) * config.steps, desc=name, unit="step") as bar:
+    with Progress(total=len(rules) * config.steps, desc=name, unit="step") as bar:
         for rule in rules:
             bar.set_postfix_str(rule)
             results[rule], interrupted = run_bandit(rule, config, seed, progress=bar)

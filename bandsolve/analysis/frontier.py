@@ -47,8 +47,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from tqdm import tqdm  # noqa: E402
 
+from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
 from .dynamics import RULES, BanditConfig, mean_and_ci, run_bandit  # noqa: E402
@@ -135,7 +135,7 @@ def run(config: FrontierConfig = QUICK, seed: int = 0, progress: bool = True) ->
     table = grids(config)
     runs = sum(len(v) for v in table.values()) + len(table) - 1  # grid, then matched
     rows: list[dict] = []
-    with tqdm(total=len(config.optimizers) * runs * config.bandit.steps, desc="frontier",
+    with Progress(total=len(config.optimizers) * runs * config.bandit.steps, desc="frontier",
               unit="step", disable=not progress) as bar:
         try:
             for optimizer, lr in config.optimizers:

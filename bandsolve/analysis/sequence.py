@@ -36,10 +36,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
-from tqdm.auto import tqdm  # noqa: E402
 
 from bandsolve.torch import clipped_surrogate  # noqa: E402
 
+from .._progress import Progress  # noqa: E402
 from .bounds import save_figure  # noqa: E402
 from .dynamics import RULES, _band_plot, mean_and_ci, write_csv  # noqa: E402
 
@@ -249,7 +249,8 @@ def sequence_study(config: SequenceConfig, rules=tuple(RULES), out="figures",
     """Every rule and seed from one supervised fit per seed; CSV, figure, summary."""
     per_rule: dict[str, list] = {rule: [] for rule in rules}
     interrupted = False
-    with tqdm(total=config.seeds * (len(rules) * config.steps), desc=name, unit="step") as bar:
+    with Progress(total=config.seeds * (len(rules) * config.steps), desc=name,
+                  unit="step") as bar:
         for seed in range(config.seeds):
             bar.set_postfix_str(f"seed {seed}: supervised fit")
             base = supervised_fit(config, seed)

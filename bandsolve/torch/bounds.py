@@ -212,9 +212,39 @@ class BandTable:
         return lower.masked_fill(invalid, math.nan), upper.masked_fill(invalid, math.nan)
 
 
-def _invalid(x: torch.Tensor, from_logp: bool) -> torch.Tensor:
-    """Where x is not a valid log p (NaN, > 0) or p (NaN, outside [0, 1])."""
-    return torch.isnan(x) | (x > 0.0) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+def _invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+    """Where x is not a valid log p (NaN, > ``above``) or p (NaN, outside [0, 1])."""
+    return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+
+
+def _log_prob_rounding(dtype: torch.dtype) -> float:
+    """How far above 0 a trainer's log-probability of a near-certain token may
+    round: log_softmax subtracts a logsumexp of the logits' magnitude, so a
+    16-bit type can land a few of its ulps (2^-8) above 0, a 32-bit one far
+    less. Above this, a positive value is not rounding but a bug upstream."""
+    return 0.0625 if torch.finfo(dtype).bits <= 16 else 1e-3
+
+
+def old_log_prob_for_band(old_log_prob: torch.Tensor, validate: Validate = True,
+                          mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A trainer's old log-probabilities, ready for :func:`band_from_logp`:
+    checked first, then clamped to <= 0.
+
+    Values above 0 by no more than their dtype's rounding of a softmax (1e-3
+    for 32- and 64-bit, 0.0625 for 16-bit types) are clamped to 0; NaN, +inf
+    and anything larger are refused under ``validate`` (as in
+    :func:`band_from_logp`), never clamped into the p = 1 band. Where
+    ``mask`` is 0 (padding) the value is not looked at and becomes 0.
+    Detached.
+    """
+    old = old_log_prob.detach()
+    if mask is not None:
+        old = torch.where(mask.bool(), old, torch.zeros_like(old))
+    mode = _validation_mode(validate)
+    if mode == "auto" and torch.compiler.is_compiling():
+        mode = "async"  # a read back cannot be traced; a device-side assertion can
+    _check_values(old, True, mode, above=_log_prob_rounding(old.dtype))
+    return old.clamp(max=0.0)
 
 
 def _validation_mode(validate) -> str:
@@ -232,7 +262,7 @@ def _input_names(from_logp: bool) -> tuple[str, str]:
         else ("p", "must lie in [0, 1] (and not be NaN or inf)")
 
 
-def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
+def _check_values(x: torch.Tensor, from_logp: bool, mode: str, above: float = 0.0):
     """Check for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p).
 
     "sync" (and "auto" on the CPU): one reduction and one read back to the
@@ -245,7 +275,7 @@ def _check_values(x: torch.Tensor, from_logp: bool, mode: str):
     if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
-    bad = _invalid(v, from_logp)
+    bad = _invalid(v, from_logp, above)
     name, expected = _input_names(from_logp)
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a
@@ -326,8 +356,14 @@ def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
              from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
-    host work the compiler must not see."""
-    return _evaluate(x, delta, divergence, max_ratio, from_logp, validate)
+    host work the compiler must not see. Under the compiler the arguments
+    arrive unchecked (a delta may be a symbolic float there), so the op checks
+    them itself, at run time, with the numpy API's messages. Outputs are
+    contiguous whatever the input's layout, as the fake kernel says."""
+    key, delta, max_ratio = _checked_arguments(delta, divergence,
+                                               None if max_ratio == math.inf else max_ratio)
+    lower, upper = _evaluate(x, delta, key, max_ratio, from_logp, validate)
+    return lower.contiguous(), upper.contiguous()
 
 
 def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
@@ -357,15 +393,32 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
 
 @_band_op.register_fake
 def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
+    # contiguous, as the op returns: empty_like kept a transposed input's
+    # strides, and compiled code then failed its stride assertion
     dtype = compute_dtype(x.dtype)
-    return torch.empty_like(x, dtype=dtype), torch.empty_like(x, dtype=dtype)
+    return (x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape, dtype=dtype))
 
 
 def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
+    if x.layout != torch.strided:
+        raise TypeError(f"bandsolve.torch takes dense tensors (got layout {x.layout}): call "
+                        ".to_dense() first; the band of an absent (implicit zero) entry would "
+                        "be the band of log p = 0 or p = 0, which is not what a sparse tensor "
+                        "means")
+    if x.device.type == "meta":
+        raise ValueError("bandsolve.torch needs a tensor's values, and a meta tensor has none: "
+                         "move it to a real device first (bounds cannot be computed from a "
+                         "shape)")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
     mode = _validation_mode(validate)
+    if torch.compiler.is_compiling() and isinstance(divergence, str):
+        # traced: delta may be a symbolic float (a schedule of deltas makes
+        # dynamo generalise it after the first recompile), which no host
+        # check can read; the op checks its arguments when it runs
+        cap = math.inf if max_ratio is None else max_ratio
+        return _band_op(x.detach(), delta, divergence, cap, from_logp, mode)
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
         return _band_op(x.detach(), delta, key, cap, from_logp, mode)

@@ -7,8 +7,12 @@ Per token, with r = exp(log_prob - old_log_prob) and [lo, hi] = rule.bounds(old_
 
     loss = max(-A r, -A clip(r, lo, hi)),  and for A < 0 with dual clip c:  min(loss, -c A).
 
-Aggregation follows verl's ``loss_agg_mode``. Metrics are returned as 0-d
-tensors (no host synchronisation), computed under ``torch.no_grad()``.
+Aggregation is verl's ``agg_loss`` on one data-parallel rank, every
+``loss_agg_mode`` (fully masked rows count in no sequence mean). As in verl's
+own losses, the log-ratio is clamped to [-20, 20] before exp. Values under the
+mask never matter: a NaN old log-probability or advantage of a padded token
+neither raises nor reaches the loss. Metrics are returned as 0-d tensors (no
+host synchronisation), computed under ``torch.no_grad()``.
 """
 
 from __future__ import annotations
@@ -19,7 +23,10 @@ import torch
 
 from .rules import Band, ClipHigher
 
-LOSS_AGG_MODES = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
+LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
+                  "seq-mean-token-sum-norm")
+#: verl's clamp of the log-ratio before exp, for stability
+LOG_RATIO_CLAMP = 20.0
 
 # Clip-Higher's interval width, the same for every token: [1 - 0.2, 1 + 0.28]
 _CLIP_HIGHER_WIDTH = ClipHigher().eps_low + ClipHigher().eps_high
@@ -56,19 +63,31 @@ class PolicyLossConfig:
 
 
 def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """verl's aggregation of a (batch, tokens) loss matrix under a 0/1 mask."""
-    mask = mask.to(loss_mat.dtype)
+    """verl's ``agg_loss`` of a (batch, tokens) loss matrix under a 0/1 mask, on
+    one data-parallel rank: sequence means run over the rows with at least one
+    token. Masked entries never matter, NaN included. An all-masked batch
+    gives 0 (verl divides 0 by 0 there)."""
+    valid = mask.bool()
+    token_loss = torch.where(valid, loss_mat, torch.zeros_like(loss_mat))
     if mode == "token-mean":
-        return (loss_mat * mask).sum() / mask.sum().clamp(min=1.0)
-    per_sequence = (loss_mat * mask).sum(dim=-1)
+        return token_loss.sum() / valid.sum().clamp(min=1)
+    if mode == "token-sum":
+        return token_loss.sum()
+    tokens = valid.sum(dim=-1)
+    per_sequence = token_loss.sum(dim=-1)
     if mode == "seq-mean-token-mean":
-        per_sequence = per_sequence / mask.sum(dim=-1).clamp(min=1.0)
-    return per_sequence.mean()
+        per_sequence = per_sequence / tokens.clamp(min=1)
+    loss = per_sequence.sum() / (tokens > 0).sum().clamp(min=1)
+    if mode == "seq-mean-token-sum-norm":
+        loss = loss / mask.shape[-1]
+    return loss
 
 
 def _masked_mean(x, mask):
-    mask = mask.to(torch.float32)
-    return (x.to(torch.float32) * mask).sum() / mask.sum().clamp(min=1.0)
+    valid = mask.bool()
+    x = torch.where(valid, x.to(torch.float32), torch.zeros((), dtype=torch.float32,
+                                                            device=x.device))
+    return x.sum() / valid.sum().clamp(min=1).to(torch.float32)
 
 
 def _check(log_prob, old_log_prob, advantages, response_mask):
@@ -90,8 +109,13 @@ def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=Policy
         Inputs of different shapes or devices; a bad configuration.
     """
     _check(log_prob, old_log_prob, advantages, response_mask)
+    valid = response_mask.bool()
+    # padding is the trainer's business: a masked token's values never matter
+    old_log_prob = torch.where(valid, old_log_prob, torch.zeros_like(old_log_prob))
+    advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
     lower, upper = config.rule.bounds(old_log_prob)
-    ratio = torch.exp(log_prob - old_log_prob)
+    log_ratio = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
     pg_losses = clipped_surrogate(ratio, advantages, lower, upper, config.dual_clip)
     loss = aggregate(pg_losses, response_mask, config.loss_agg_mode)
     with torch.no_grad():

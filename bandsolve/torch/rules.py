@@ -89,8 +89,8 @@ class Band:
         get_divergence(self.divergence)  # fail early on an unknown name
 
     def bounds(self, old_log_prob):
-        from .bounds import band_from_logp
+        from .bounds import band_from_logp, old_log_prob_for_band
 
-        return band_from_logp(old_log_prob.detach().clamp(max=0.0), self.delta,
+        return band_from_logp(old_log_prob_for_band(old_log_prob, self.validate), self.delta,
                               self.divergence, max_ratio=self.max_ratio,
                               validate=self.validate)

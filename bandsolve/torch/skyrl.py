@@ -1,4 +1,4 @@
-"""SkyRL plug-in: BandPO as SkyRL's policy loss ``bandpo`` (SkyRL 0.3.x, unmodified).
+"""SkyRL plug-in: BandPO as SkyRL's policy loss ``bandpo`` (SkyRL 0.4.x, unmodified).
 
 Importing this module registers ``bandpo`` in SkyRL's ``PolicyLossRegistry``
 (in the importing process; SkyRL's ``initialize_ray`` then copies the driver's
@@ -28,7 +28,7 @@ Configuration keys (on ``trainer.algorithm``):
     Trust-region radius delta.
 ``band_divergence`` ("kl")
     Any name ``bandsolve.band`` accepts: kl, rkl, tv, chi2, neyman_chi2,
-    hellinger, js, alpha:<a>.
+    hellinger, js, ``alpha:<a>``.
 ``band_max_ratio`` (10.0)
     Cap on the upper bound, or null for none.
 ``band_dual_clip`` (true)
@@ -69,7 +69,7 @@ from skyrl.backends.skyrl_train.utils.off_policy_correction_utils import (
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry, reduce_loss
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
-from .bounds import band_from_logp
+from .bounds import band_from_logp, old_log_prob_for_band
 from .losses import _masked_mean, clip_metrics, clipped_surrogate
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
@@ -141,7 +141,8 @@ def compute_policy_loss_bandpo(
         loss_mask = torch.ones_like(log_probs)
     max_ratio = _setting(config, "band_max_ratio")
     lower, upper = band_from_logp(
-        old_log_probs.detach().clamp(max=0.0),  # softmax log-probs can round above 0
+        old_log_prob_for_band(old_log_probs, bool(_setting(config, "band_validate")),
+                              mask=loss_mask),
         float(_setting(config, "band_delta")), str(_setting(config, "band_divergence")),
         max_ratio=None if max_ratio is None else float(max_ratio),
         validate=bool(_setting(config, "band_validate")))

@@ -12,8 +12,17 @@ token from its old log-probability and hands TRL per-token tensors in their
 place, epsilon_low = 1 - lower and epsilon_high = upper - 1, for the duration
 of TRL's own loss: the surrogate, aggregation (every ``loss_type`` that clips:
 grpo, bnpo, dr_grpo, dapo, luspo) and TRL's ``clip_ratio/*`` metrics are then
-TRL's, with the band as the clip. It also logs ``band/*``: the mean band
-bounds and the share of tokens whose band is wider than Clip-Higher's.
+TRL's, with the band as the clip. It also logs ``band/*``, the metrics the
+verl and SkyRL plug-ins log (there under ``actor/band/*`` and
+``policy/band/*``): clip fractions above and below, by old-probability bucket
+(``band/clipfrac/<bucket>``), band widths and token counts by bucket, the
+mean bounds and the share of tokens whose band is wider than Clip-Higher's.
+
+The plug-in reads two private parts of TRL's GRPOTrainer, ``_compute_loss``
+and ``_get_per_token_logps_and_entropies`` (for the new log-probabilities
+the clip fractions need). Supported: ``trl>=1.0,<2`` (tested at 1.0.0 and the
+newest 1.x). A TRL whose private loss has changed shape fails at
+construction, or on the first step, with an error that names these versions.
 
 Limits, each checked at construction:
 
@@ -30,13 +39,16 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+import trl
 from trl import GRPOConfig, GRPOTrainer
 
 from ..divergences import get_divergence
-from .bounds import band_from_logp
-from .losses import _CLIP_HIGHER_WIDTH
+from .bounds import band_from_logp, old_log_prob_for_band
+from .losses import clip_metrics
 
 __all__ = ["BandGRPOConfig", "BandGRPOTrainer"]
+
+SUPPORTED_TRL = "trl>=1.0,<2 (tested at 1.0.0 and the newest 1.x)"
 
 _CLIPPING_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo", "luspo")
 
@@ -68,7 +80,12 @@ class BandGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, **kwargs):
+        for private in ("_compute_loss", "_get_per_token_logps_and_entropies"):
+            if not callable(getattr(GRPOTrainer, private, None)):
+                raise _unsupported_trl(f"GRPOTrainer has no {private}")
         super().__init__(*args, **kwargs)
+        if not all(hasattr(self, name) for name in ("epsilon_low", "epsilon_high", "loss_type")):
+            raise _unsupported_trl("GRPOTrainer keeps no epsilon_low / epsilon_high / loss_type")
         if not isinstance(self.args, BandGRPOConfig):
             raise TypeError("BandGRPOTrainer needs a BandGRPOConfig for its args "
                             f"(got {type(self.args).__name__})")
@@ -88,28 +105,53 @@ class BandGRPOTrainer(GRPOTrainer):
         if old_log_prob is None:  # ratio == 1: no clip binds (module docstring)
             return super()._compute_loss(model, inputs)
         args: BandGRPOConfig = self.args  # type: ignore[assignment]  # set in __init__
-        lower, upper = band_from_logp(old_log_prob.detach().clamp(max=0.0),
+        lower, upper = band_from_logp(old_log_prob_for_band(old_log_prob,
+                                                            mask=inputs["completion_mask"]),
                                       args.band_delta, args.band_divergence,
                                       max_ratio=args.band_max_ratio)
         scalar_epsilons = (self.epsilon_low, self.epsilon_high)
+        new_log_prob = []
+        compute_log_probs = self._get_per_token_logps_and_entropies
+
+        def capture_new_log_prob(*args, **kwargs):
+            out = compute_log_probs(*args, **kwargs)
+            new_log_prob.append(out[0])
+            return out
+
         # TRL clamps to [1 - epsilon_low, 1 + epsilon_high]: per-token tensors
-        # make that interval the band for this micro-batch only
+        # make that interval the band for this micro-batch only; the instance
+        # attribute shadows TRL's method for the same call, to see the ratio
         self.epsilon_low, self.epsilon_high = 1.0 - lower, upper - 1.0  # type: ignore[assignment]
+        self._get_per_token_logps_and_entropies = capture_new_log_prob  # type: ignore[method-assign]
         try:
             loss = super()._compute_loss(model, inputs)
         finally:
             self.epsilon_low, self.epsilon_high = scalar_epsilons
-        self._log_band(lower, upper, inputs["completion_mask"])
+            del self._get_per_token_logps_and_entropies
+        if len(new_log_prob) != 1 or new_log_prob[0].shape != old_log_prob.shape:
+            raise _unsupported_trl("GRPOTrainer._compute_loss no longer computes the new "
+                                   "per-token log-probabilities once, in the old ones' shape")
+        self._log_band(new_log_prob[0].detach(), old_log_prob, inputs["advantages"], lower, upper,
+                       inputs["completion_mask"])
         return loss
 
-    def _log_band(self, lower, upper, mask):
+    @torch.no_grad()
+    def _log_band(self, new_log_prob, old_log_prob, advantages, lower, upper, mask):
         mode = "train" if self.model is not None and self.model.training else "eval"
-        mask = mask.to(torch.float32)
-        totals = self.accelerator.reduce(torch.stack([
-            (lower * mask).sum(), (upper.clamp(max=1e30) * mask).sum(),
-            ((upper - lower > _CLIP_HIGHER_WIDTH).float() * mask).sum(), mask.sum()]),
-            reduction="sum")
-        count = totals[3].clamp(min=1.0)
-        self._metrics[mode]["band/lower_mean"].append((totals[0] / count).item())
-        self._metrics[mode]["band/upper_mean"].append((totals[1] / count).item())
-        self._metrics[mode]["band/wider_than_clip_higher"].append((totals[2] / count).item())
+        if advantages.dim() == 1:  # TRL's advantages are per sequence
+            advantages = advantages.unsqueeze(1).expand_as(old_log_prob)
+        ratio = torch.exp(new_log_prob - old_log_prob)
+        metrics = clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper)
+        metrics["lower_mean"] = (lower * mask).sum() / mask.sum().clamp(min=1.0)
+        metrics["upper_mean"] = (upper.clamp(max=1e30) * mask).sum() / mask.sum().clamp(min=1.0)
+        # across processes as TRL gathers its own clip_ratio/* metrics: the mean
+        # of the processes' values; token counts add up
+        for name, value in metrics.items():
+            gathered = self.accelerator.gather(value.to(torch.float32).reshape(1))
+            total = gathered.sum() if name.startswith("tokens/") else gathered.nanmean()
+            self._metrics[mode][f"band/{name}"].append(total.item())
+
+
+def _unsupported_trl(what: str) -> RuntimeError:
+    return RuntimeError(f"bandsolve's TRL plug-in does not support the installed trl "
+                        f"{trl.__version__}: {what}. Supported: {SUPPORTED_TRL}.")

@@ -22,7 +22,7 @@ verl's PolicyLossConfig for :class:`BandPOPolicyLossConfig`, which adds them):
     Trust-region radius delta.
 ``band_divergence`` ("kl")
     Any name ``bandsolve.band`` accepts: kl, rkl, tv, chi2, neyman_chi2,
-    hellinger, js, alpha:<a>.
+    hellinger, js, ``alpha:<a>``.
 ``band_max_ratio`` (10.0)
     Cap on the upper bound, or null for none.
 ``band_dual_clip`` (true)
@@ -52,7 +52,7 @@ import torch
 from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
 from verl.workers.config import PolicyLossConfig
 
-from .bounds import band_from_logp
+from .bounds import band_from_logp, old_log_prob_for_band
 from .losses import _masked_mean, clip_metrics, clipped_surrogate
 
 __all__ = ["BandPOPolicyLossConfig", "compute_policy_loss_bandpo", "LOSS_NAME"]
@@ -107,7 +107,8 @@ def compute_policy_loss_bandpo(
     if config is None:
         raise ValueError("compute_policy_loss_bandpo needs verl's actor config")
     lower, upper = band_from_logp(
-        old_log_prob.detach().clamp(max=0.0),  # softmax log-probs can round above 0
+        old_log_prob_for_band(old_log_prob, bool(_setting(config, "band_validate")),
+                              mask=response_mask),
         float(_setting(config, "band_delta")), str(_setting(config, "band_divergence")),
         max_ratio=_setting(config, "band_max_ratio"),
         validate=bool(_setting(config, "band_validate")))
@@ -116,6 +117,8 @@ def compute_policy_loss_bandpo(
     if dual_clip is not None and not dual_clip > 1.0:
         raise ValueError(f"clip_ratio_c must be > 1 for the dual clip (got {dual_clip})")
 
+    # padding never matters: a masked token's ratio is 1 whatever its old value
+    old_log_prob = torch.where(response_mask.bool(), old_log_prob, log_prob.detach())
     # as verl's vanilla loss: the log-ratio is clamped for stability
     log_ratio = torch.clamp(log_prob - old_log_prob, min=-20.0, max=20.0)
     ratio = torch.exp(log_ratio)

@@ -1,0 +1,60 @@
+"""The SkyRL launch configuration of run_grpo.sh, checked on a CPU down to the loss.
+
+Needs: Python >= 3.12 and ``pip install ".[skyrl]"``; no GPU, model or data.
+It parses ``bandpo_overrides.txt`` with SkyRL's own strict command-line parser
+(the plug-in's config class adds the band keys), looks the loss up in SkyRL's
+PolicyLossRegistry, and calls it as SkyRL's worker does, on a random batch
+whose advantages went through SkyRL's loss-reduction pre-scaling. It prints the
+loss and the band metrics, and exits non-zero if SkyRL did not resolve
+bandsolve's loss.
+
+    python examples/skyrl/dry_run_cpu.py
+"""
+
+from __future__ import annotations
+
+import pathlib
+
+import torch
+from skyrl.backends.skyrl_train.utils.ppo_utils import (
+    PolicyLossRegistry,
+    apply_loss_reduction_to_advantages_minibatch,
+)
+
+import bandsolve.torch.skyrl as plugin
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+
+def main() -> None:
+    overrides = [line.strip() for line in (HERE / "bandpo_overrides.txt").read_text().splitlines()
+                 if line.strip()]
+    config = plugin.BandPOTrainConfig.from_cli_overrides([
+        *overrides, "trainer.algorithm.max_seq_len=16", "trainer.micro_train_batch_size_per_gpu=2"])
+    algorithm = config.trainer.algorithm
+    loss_fn = PolicyLossRegistry.get(algorithm.policy_loss_type)
+    if loss_fn is not plugin.compute_policy_loss_bandpo:
+        raise SystemExit(f"SkyRL resolved {algorithm.policy_loss_type!r} to {loss_fn}, "
+                         "not bandsolve's loss")
+    generator = torch.Generator().manual_seed(0)
+    shape = (4, 12)
+    old = -torch.empty(shape, dtype=torch.float64).exponential_(0.5, generator=generator)
+    new = (old + 0.5 * torch.randn(shape, dtype=torch.float64, generator=generator))
+    mask = (torch.rand(shape, generator=generator) < 0.8).to(torch.float64)
+    advantages = torch.randn(shape[0], 1, dtype=torch.float64, generator=generator).expand(shape)
+    advantages = apply_loss_reduction_to_advantages_minibatch(
+        advantages=advantages.clone(), loss_mask=mask, loss_reduction=algorithm.loss_reduction,
+        micro_batch_size=config.trainer.micro_train_batch_size_per_gpu,
+        max_seq_len=algorithm.max_seq_len, prompt_boundaries=[(0, 2), (2, 4)])
+    log_probs = new.clone().requires_grad_()
+    loss, metrics = loss_fn(log_probs, old, advantages, config=algorithm, loss_mask=mask)
+    loss.backward()
+    print(f"policy_loss_type={algorithm.policy_loss_type} band_delta={algorithm.band_delta} "
+          f"band_divergence={algorithm.band_divergence} loss_reduction={algorithm.loss_reduction}")
+    print(f"loss = {float(loss):.6f}, |grad| = {float(log_probs.grad.norm()):.6f}")
+    for key in sorted(metrics):
+        print(f"  {key} = {float(metrics[key]):.4f}")
+
+
+if __name__ == "__main__":
+    main()

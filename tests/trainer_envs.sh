@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Each trainer's plug-in tests, in its own virtual environment built from the
+# install line its docs give (docs/verl.md, docs/trl.md, docs/skyrl.md): verl
+# with the TRL its engine pins, TRL alone at both ends of its pin, and SkyRL on
+# Python 3.12. No --no-deps anywhere: each resolution is the trainer's own.
+#
+#   bash tests/trainer_envs.sh [verl] [trl-lowest] [trl] [skyrl]   (default: all)
+#
+# The environments live in .trainer-envs/ (git-ignored) and are reused when
+# their install line has not changed; pip's cache is shared between them.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+ENVS="$ROOT/.trainer-envs"
+mkdir -p "$ENVS"
+
+# This machine kind ships a CPU build of torch 2.13.0: pinning it keeps pip
+# from downloading a CUDA build for every environment.
+TORCH="torch==2.13.0"
+
+python312() {
+    # pyenv ships python3.12 as a shim that needs a version selected; find the
+    # interpreter itself
+    local candidate
+    for candidate in "$(command -v python3.12 2>/dev/null || true)" \
+                     "$(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.12*/bin/python3.12 2>/dev/null | tail -1)"; do
+        if [ -n "$candidate" ] && "$candidate" -c "" 2>/dev/null; then
+            echo "$candidate"
+            return
+        fi
+    done
+    echo "SkyRL needs Python 3.12 (python3.12 not found)" >&2
+    return 1
+}
+
+# make_env NAME PYTHON INSTALL-ARGS...: a venv with exactly these requirements
+make_env() {
+    local name="$1" python="$2"
+    shift 2
+    local venv="$ENVS/$name" stamp="$*"
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.install-line" 2>/dev/null)" != "$stamp" ] \
+            || [ -n "${CI:-}" ]; then
+        rm -rf "$venv"
+        "$python" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+        echo "[$name] pip install $*"
+        "$venv/bin/python" -m pip install --quiet "$@"
+        "$venv/bin/python" -m pip check
+        echo "$stamp" > "$venv/.install-line"
+    fi
+}
+
+run_tests() {
+    local name="$1"
+    shift
+    echo "[$name] $("$ENVS/$name/bin/python" -m pip list 2>/dev/null \
+        | grep -Ei '^(verl|trl|transformers|skyrl|torch) ' | tr -s ' ' | tr '\n' ';')"
+    "$ENVS/$name/bin/python" -m pytest -q -p no:cacheprovider -m trainers "$@"
+}
+
+targets=("$@")
+[ ${#targets[@]} -eq 0 ] && targets=(verl trl-lowest trl skyrl)
+for target in "${targets[@]}"; do
+    case "$target" in
+        verl)
+            make_env verl python3 "$TORCH" "$ROOT[test,verl]"
+            run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
+                tests/test_trainers_verl_registration.py tests/test_doctor.py \
+                tests/test_examples.py ;;
+        trl-lowest)
+            make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py ;;
+        trl)
+            make_env trl python3 "$TORCH" "$ROOT[test,trl]"
+            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py ;;
+        skyrl)
+            make_env skyrl "$(python312)" "$TORCH" "$ROOT[test,skyrl]"
+            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py ;;
+        *)
+            echo "unknown trainer environment: $target (verl, trl-lowest, trl, skyrl)" >&2
+            exit 2 ;;
+    esac
+done
