@@ -34,3 +34,20 @@ def test_benchmark_history_cases_run(tmp_path):
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout and "skipped" not in result.stdout, result.stdout[-2000:]
+
+
+def test_gpu_study_runs_tiny_on_the_cpu_and_writes_its_csv(tmp_path):
+    out = tmp_path / "gpu_study.csv"
+    result = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "gpu_study.py"), "--tiny",
+                             "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    import csv
+
+    with out.open() as fh:
+        rows = list(csv.DictReader(fh))
+    names = {(r["part"], r["name"], r["dtype"]) for r in rows}
+    for dtype in ("float32", "bfloat16"):
+        assert ("cost", "bisection", dtype) in names and ("cost", "band_from_logp", dtype) in names
+    assert ("cost", "decoder forward+backward", "bfloat16") in names
+    assert all(float(r["value"]) > 0 for r in rows if r["part"] == "cost")
+    assert any(r["part"] == "sequence" and r["name"] == "band-kl heldout_mean_at_k" for r in rows)

@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bandsolve.analysis import dynamics, frontier, sequence  # noqa: E402
+from bandsolve.analysis import common, dynamics, sequence, studies  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
@@ -28,18 +28,57 @@ def test_bandit_is_deterministic_under_a_seed():
     assert not np.array_equal(first["entropy"], other["entropy"])
 
 
-def test_bandit_ordering_band_keeps_entropy_and_tail_mass():
-    """The qualitative claim on a short run: more late entropy and more mass
-    on the rewarding tail tokens under Band-KL than under PPO's clip."""
-    config = dataclasses.replace(dynamics.BanditConfig(), steps=200, seeds=5)
+def test_bandit_ordering_band_unfreezes_the_high_paying_tail():
+    """The mechanism on a short run: the tail pays more than the head; under
+    PPO's clip upper clips stop nearly every positive-advantage tail token and
+    the tail stays frozen, under Band-KL few are stopped and the tail wins."""
+    config = dataclasses.replace(dynamics.BanditConfig(), contexts=16, steps=100, seeds=4)
     results = {rule: dynamics.run_bandit(rule, config)[0] for rule in ("ppo", "band-kl")}
-    summary = dynamics.summarize_bandit(results)
-    assert summary["band-kl"]["entropy"][0] > summary["ppo"]["entropy"][0]
-    assert summary["band-kl"]["tail_mass"][0] > summary["ppo"]["tail_mass"][0] + 0.05
-    # the mechanism: PPO clips nearly every sampled tail token, the band almost none
-    ppo_tail = dynamics.nanmean(results["ppo"]["clipfrac/p<1e-3"])
-    band_tail = dynamics.nanmean(results["band-kl"]["clipfrac/p<1e-3"])
-    assert ppo_tail > 0.5 > 0.05 > band_tail
+    late = {rule: dynamics.late_per_seed(h) for rule, h in results.items()}
+    assert np.all(late["band-kl"]["tail_mass"] > late["ppo"]["tail_mass"] + 0.2)
+    ppo_tail = common.nanmean(results["ppo"]["clip/pos/p<1e-3"])
+    band_tail = common.nanmean(results["band-kl"]["clip/pos/p<1e-3"])
+    assert ppo_tail > 0.5 > 0.3 > band_tail
+
+
+def test_bandit_entropies_are_the_entropies_of_their_distributions():
+    """Against a direct numpy computation on the policy: the entropy among
+    rewarding tokens and of the paying token given success."""
+    # a zero learning rate keeps the Zipf start, whose distribution is known
+    frozen = dataclasses.replace(TINY_BANDIT, steps=1, seeds=1, contexts=1, lr=0.0)
+    history, _ = dynamics.run_bandit("no-clip", frozen, seed=0)
+    rank = np.arange(1, frozen.vocab + 1)
+    pi = rank ** -frozen.zipf / np.sum(rank ** -frozen.zipf)
+    pay = np.zeros(frozen.vocab)
+    pay[list(frozen.head_good)] = frozen.head_pay
+    pay[list(frozen.tail_good)] = frozen.tail_pay
+
+    def entropy(w):
+        q = w[w > 0] / w.sum()
+        return -np.sum(q * np.log(q))
+
+    assert history["entropy"][0, 0] == pytest.approx(entropy(pi), rel=1e-12)
+    assert history["entropy_rewarding"][0, 0] == pytest.approx(entropy(pi * (pay > 0)), rel=1e-12)
+    assert history["entropy_given_success"][0, 0] == pytest.approx(entropy(pi * pay), rel=1e-12)
+    assert history["success"][0, 0] == pytest.approx(np.sum(pi * pay), rel=1e-12)
+
+
+def test_clip_shares_are_split_by_sign():
+    """No-clip never clips; PPO's positive-advantage clips are upper clips only."""
+    history, _ = dynamics.run_bandit("no-clip", TINY_BANDIT, seed=0)
+    for sign in dynamics.SIGNS:
+        for name, _, _ in dynamics.P_BUCKETS:
+            values = history[f"clip/{sign}/{name}"]
+            assert np.all(np.isnan(values) | (values == 0))
+
+
+def test_entropy_at_regret_reads_each_seed_at_its_own_first_crossing():
+    config = TINY_BANDIT
+    best = max(config.head_pay, config.tail_pay)
+    history = {"success": best - np.array([[0.8, 0.9], [0.4, 0.7], [0.1, 0.6]]),
+               "entropy_given_success": np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])}
+    values = dynamics.entropy_at_regret(history, config, 0.5)
+    assert values[0] == 3.0 and np.isnan(values[1])
 
 
 def test_interrupt_keeps_the_finished_steps():
@@ -69,15 +108,15 @@ def test_bandit_study_writes_csv_and_figure(tmp_path):
 
 
 def test_bandit_figure_has_a_curve_per_rule_and_the_bars():
-    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in dynamics.RULES}
+    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in common.RULES}
     fig = dynamics.figure_bandit(results, TINY_BANDIT)
     axes = fig.axes
     assert len(axes) == 6
     for ax in axes[:4]:
-        assert len(ax.get_lines()) == len(dynamics.RULES)
-    assert len(axes[4].patches) == len(dynamics.RULES) * len(dynamics.P_BUCKETS)
+        assert len(ax.get_lines()) == len(common.RULES)
+    assert len(axes[4].patches) == len(common.RULES) * len(dynamics.P_BUCKETS)
     assert [t.get_text() for t in axes[5].get_legend().get_texts()] == \
-        [style["label"] for _, style in dynamics.RULES.values()]
+        [style["label"] for _, style in common.RULES.values()]
 
 
 def test_sequence_task_reward_and_canonical_answers():
@@ -118,19 +157,61 @@ def test_sequence_study_writes_csv_and_figure(tmp_path):
     assert all(len(ax.get_lines()) == 2 for ax in fig.axes[:5])
 
 
-def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path, monkeypatch):
+def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
+    """The whole study at a tiny configuration, passed as an argument: the
+    frontier too (on the starting commit it ran at its 40-minute size)."""
+    from bandsolve.analysis import frontier
     from bandsolve.paper_repro import repro
 
     adam = dataclasses.replace(TINY_BANDIT, optimizer="adam", lr=0.05)
-    monkeypatch.setattr(dynamics, "FULL", {"bandit": TINY_BANDIT, "bandit-adam": adam})
-    monkeypatch.setattr(sequence, "FULL", TINY_SEQUENCE)
-    # the frontier too: unpatched, this test ran the 40-minute full frontier
-    monkeypatch.setattr(frontier, "FULL", frontier.FrontierConfig(
-        TINY_BANDIT, eps=(0.2,), eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,)))
-    rows = repro.dynamics_claims(str(tmp_path), full=True)
+    tiny_frontier = frontier.FrontierConfig(
+        dataclasses.replace(TINY_BANDIT, steps=3), optimizers=(("sgd", 2.5),), eps=(0.2,),
+        eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,))
+    config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE)
+    rows = repro.dynamics_claims(str(tmp_path), config)
     assert len(rows) == 3
-    assert all(row.verdict in ("reproduces", "reproduces qualitatively", "does not reproduce",
-                               "not reproduced at this scale") for row in rows)
+    assert all(row.verdict in repro.VERDICTS for row in rows)
     assert "PPO" in rows[0].ours and "mean@4" in rows[2].ours
-    assert "Adam variant" in rows[1].ours
+    assert "Adam robustness check" in rows[1].ours
     assert (tmp_path / "dynamics_bandit_adam.png").exists()
+    with open(tmp_path / "dynamics_frontier.csv") as fh:
+        assert len(list(csv.DictReader(fh))) < 100  # the tiny grid, not the study's
+
+
+def test_study_configurations_are_frozen_and_passed():
+    quick, full = studies.quick_study(), studies.full_study()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        quick.bandit = full.bandit  # type: ignore[misc]
+    assert not hasattr(dynamics, "QUICK") and not hasattr(dynamics, "FULL")
+    assert not hasattr(sequence, "FULL") and not hasattr(studies, "FULL")
+    assert quick.bandit.tail_pay > quick.bandit.head_pay  # a high-advantage tail
+
+
+def test_paired_difference_is_the_paired_t_test():
+    """Against scipy's paired t-test (an independent implementation)."""
+    from scipy import stats
+
+    rng = np.random.default_rng(5)
+    control = rng.normal(1.0, 1.0, 8)
+    treated = control + rng.normal(0.3, 0.1, 8)  # shared seed noise cancels in the pair
+    diff = common.paired_difference(treated, control)
+    reference = stats.ttest_rel(treated, control)
+    assert diff["p"] == pytest.approx(reference.pvalue, rel=1e-10)
+    low, high = reference.confidence_interval(0.95)
+    assert (diff["low"], diff["high"]) == (pytest.approx(low), pytest.approx(high))
+    d = treated - control
+    assert diff["d"] == pytest.approx(d.mean() / d.std(ddof=1))
+    with pytest.raises(ValueError, match="finite"):
+        common.paired_difference([1.0, np.nan], [0.0, 0.0])
+
+
+def test_holm_adjusts_step_down():
+    # by hand: sorted 0.01, 0.02, 0.04 -> 3 * 0.01, max(0.03, 2 * 0.02), max(0.04, 0.04)
+    np.testing.assert_allclose(common.holm([0.04, 0.01, 0.02]), [0.04, 0.03, 0.04])
+    np.testing.assert_allclose(common.holm([0.5, 0.6]), [1.0, 1.0])
+
+
+def test_cluster_bootstrap_resamples_whole_seeds():
+    mean, low, high = common.cluster_bootstrap([0.0, 1.0, 0.0, 1.0], draws=4000)
+    assert mean == 0.5 and 0.0 <= low < 0.5 < high <= 1.0
+    assert common.cluster_bootstrap([0.3, 0.3, 0.3]) == (pytest.approx(0.3),) * 3

@@ -5,11 +5,35 @@ import pytest
 from bandsolve.cli import main as cli_main
 from bandsolve.paper_repro import repro
 
+#: the upward margin vanishes for Pearson chi2 (p (r_hi - 1) = sqrt(delta p (1 - p)))
+CONTRADICTED = {"upward_margin_as_p_vanishes"}
+
 
 @pytest.mark.parametrize("claim", repro.THEORY, ids=lambda f: f.__name__)
-def test_theory_claim_reproduces(claim):
+def test_theory_claim_verdict(claim):
     row = claim()
-    assert row.verdict == "reproduces", row
+    expected = "contradicted" if claim.__name__ in CONTRADICTED else "reproduces"
+    assert row.verdict == expected, row
+
+
+def test_upward_margin_row_compares_against_the_closed_forms():
+    """tv's margin is delta, chi2's is sqrt(delta p (1 - p)) (gaps printed at 1e-16)."""
+    row = repro.upward_margin_as_p_vanishes()
+    assert "tv 0.05 .. 0.05" in row.ours and "chi2 0.0222 .. 2.24e-05" in row.ours
+
+
+def test_p_one_row_is_a_computed_limit_not_an_audit_of_the_papers_code():
+    row = repro.limits_at_p_one()
+    assert "0.049 gap" not in row.claim and "paper's code" not in row.claim
+    assert "against 0.048771" in row.ours  # 1 - exp(-0.05)
+
+
+def test_report_counts_the_four_verdicts():
+    claims = [repro.Claim("a", "", "", v) for v in
+              ("reproduces", "reproduces", "contradicted", "consistent, not run")]
+    text = repro.report(claims, 1.0)
+    assert ("Of 4 rows: 2 reproduces; 1 consistent, not run; 0 not reproduced at this scale; "
+            "1 contradicted.") in text
 
 
 def test_repro_writes_the_report_and_figures(tmp_path):
@@ -17,7 +41,8 @@ def test_repro_writes_the_report_and_figures(tmp_path):
     assert cli_main(["repro", "--out-report", str(report), "--figures", str(tmp_path),
                      "--skip-dynamics"]) == 0
     text = report.read_text()
-    assert text.count("| reproduces |") == len(repro.THEORY) + 1  # the figures row too
+    # no row for writing the figures: that is not a claim
+    assert text.count("| reproduces |") == len(repro.THEORY) - len(CONTRADICTED)
     assert "not reproduced at this scale" in text and "skipped (--skip-dynamics)" in text
     assert (tmp_path / "fig1_bounds.png").exists() and (tmp_path / "fig2_plane.pdf").exists()
 

@@ -51,7 +51,9 @@ import numpy as np  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
-from .dynamics import RULES, BanditConfig, mean_and_ci, run_bandit  # noqa: E402
+from .bounds import save_figure  # noqa: E402
+from .common import RULES, mean_and_ci  # noqa: E402
+from .dynamics import BanditConfig, run_bandit  # noqa: E402
 
 BANDS = ("band-kl", "band-tv", "band-chi2")
 CLIPS = ("ppo", "clip-higher", "dcpo")
@@ -68,16 +70,6 @@ class FrontierConfig:
     eps_high: tuple = (0.2, 0.28, 0.4, 0.6)
     dcpo_scale: tuple = (0.5, 1.0, 2.0, 4.0)
     deltas: tuple = (0.01, 0.02, 0.05, 0.1, 0.2)
-
-
-# the grids reach down to steps smaller than PPO's at eps = 0.2 (a band lets
-# tail tokens move, so its per-step KL at delta = 0.01 is already above PPO's)
-QUICK = FrontierConfig(BanditConfig(contexts=16, steps=200, seeds=5),
-                       eps=(0.1, 0.2, 0.4), eps_high=(0.2, 0.28, 0.6),
-                       dcpo_scale=(0.1, 0.5, 2.0), deltas=(0.001, 0.003, 0.01, 0.05, 0.2))
-FULL = FrontierConfig(BanditConfig(steps=300, seeds=5), eps=(0.05, 0.1, 0.2, 0.3, 0.5),
-                      eps_high=(0.2, 0.28, 0.4, 0.6), dcpo_scale=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
-                      deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2))
 
 
 def _matched_delta(divergence: str) -> float:
@@ -109,12 +101,12 @@ def _rule_at(rule: str, value: float) -> Any:
     return Band(value, rule.removeprefix("band-"), 10.0, validate=False)
 
 
-def _late(history: dict, window: int, reward_prob: float) -> dict[str, np.ndarray]:
+def _late(history: dict, window: int) -> dict[str, np.ndarray]:
     """Per seed: entropy and tail mass over the last ``window`` steps, reward
     and step KL over the whole run."""
     late = {k: np.nanmean(history[k][-window:], axis=0) for k in ("entropy", "tail_mass")}
     late["step_kl"] = np.nanmean(history["step_kl"], axis=0)
-    late["reward"] = reward_prob * np.nanmean(history["success"], axis=0)
+    late["reward"] = np.nanmean(history["success"], axis=0)  # expected reward
     return late
 
 
@@ -123,12 +115,12 @@ def _run(rule: str, param_name: str, value: float, obj, bandit: BanditConfig,
     history, interrupted = run_bandit(obj, bandit, seed, progress=bar)
     if interrupted:
         raise KeyboardInterrupt
-    late = _late(history, max(bandit.steps // 4, 1), bandit.reward_prob)
+    late = _late(history, max(bandit.steps // 4, 1))
     return [dict(optimizer=optimizer, rule=rule, param=param_name, value=value, seed=s,
                  **{m: float(late[m][s]) for m in METRICS}) for s in range(bandit.seeds)]
 
 
-def run(config: FrontierConfig = QUICK, seed: int = 0, progress: bool = True) -> list[dict]:
+def run(config: FrontierConfig, seed: int = 0, progress: bool = True) -> list[dict]:
     """Every rule at every grid value, under each optimiser, then each rule at
     its matched step size; one row per (run, seed). ``kind`` is "grid" or
     "matched". Ctrl-C stops after the current run, keeping finished rows."""
@@ -312,12 +304,10 @@ def matched_table(summary, optimizer: str) -> list[tuple]:
     return out
 
 
-def study(config: FrontierConfig = QUICK, out: str = "figures", name: str = "dynamics_frontier",
+def study(config: FrontierConfig, out: str = "figures", name: str = "dynamics_frontier",
           seed: int = 0, progress: bool = True) -> dict[str, Any]:
     """Run, write ``name``.csv and the figure (PNG, PDF); return the summary,
     the verdicts per optimiser and metric, the matched tables and the paths."""
-    from .dynamics import save_figure
-
     rows = run(config, seed, progress)
     paths = [write_csv(os.path.join(out, f"{name}.csv"), rows)]
     summary = summarize(rows)

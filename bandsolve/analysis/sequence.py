@@ -1,7 +1,7 @@
 """The sequence part of the dynamics study: a small transformer, fitted by
 supervised learning, then trained with GRPO under each clipping rule.
 
-    python -m analysis.sequence [--full] [--out figures]
+    python -m analysis.dynamics --part sequence [--full] [--out figures]
 
 Task: the prompt is a target T in 3..27 and an excluded digit E in 1..9; the
 answer is three digits in 1..9 that sum to T without using E; the reward is 1
@@ -23,7 +23,6 @@ evaluation randomness are the same for every rule within a seed.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import itertools
@@ -41,7 +40,7 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
 from .bounds import save_figure  # noqa: E402
-from .dynamics import RULES, _band_plot, mean_and_ci, write_csv  # noqa: E402
+from .common import RULES, band_plot, mean_and_ci, write_csv  # noqa: E402
 
 DIGITS = 9
 LENGTH = 3
@@ -87,9 +86,6 @@ class SequenceConfig:
     k: int = 16
     seeds: int = 3
 
-
-QUICK = SequenceConfig()
-FULL = SequenceConfig(steps=300, seeds=6, k=32, eval_every=10)
 
 SEQUENCE_METRICS = ("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
                     "heldout_distinct_correct", "train_mean_at_k", "train_entropy", "clipfrac")
@@ -285,7 +281,7 @@ def figure_sequence(results, config: SequenceConfig, interrupted=False):
     evaluations = len(next(iter(results.values()))[SEQUENCE_METRICS[0]]) if results else 0
     steps = config.eval_every * np.arange(evaluations)
     for ax, (metric, ylabel, title, log) in zip(axes.flat, panels):
-        _band_plot(ax, results, metric, ylabel, title, log=log, x=steps,
+        band_plot(ax, results, metric, ylabel, title, log=log, x=steps,
                    xlabel="GRPO step (0: after the supervised fit)")
     axes[1, 2].axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()
@@ -307,19 +303,3 @@ def summarize_sequence(results):
                          for m in ("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
                                    "heldout_distinct_correct", "train_mean_at_k")}
     return summary
-
-
-def main(argv=None, out="figures"):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--full", action="store_true")
-    parser.add_argument("--out", default=out)
-    args = parser.parse_args(argv)
-    _, summary, paths = sequence_study(FULL if args.full else QUICK, out=args.out)
-    print("\n".join(paths))
-    for rule, row in summary.items():
-        print(f"{rule:12s} " + "  ".join(f"{k} {v[0]:.3f} ± {v[1]:.3f}" for k, v in row.items()))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,0 +1,136 @@
+"""Helpers shared by the dynamics studies (bandit, frontier, sequence): the
+rules compared, seed statistics (paired by seed, Holm), the CSV writer and
+the curve plot. Every study module imports from here and from no other study
+module's helpers, so that no import circle forms."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip
+
+DELTA = 0.05
+
+#: name -> (rule, plot style); the order is the legend's
+RULES: dict[str, tuple[Any, dict[str, Any]]] = {
+    "no-clip": (NoClip(), dict(color="0.6", ls="--", label="no clip")),
+    "ppo": (PPOClip(0.2), dict(color="0.2", ls=":", label="PPO [0.8, 1.2]", zorder=4)),
+    "clip-higher": (ClipHigher(), dict(color="#d62728", ls="-.", label="Clip-Higher")),
+    "dcpo": (DCPO(), dict(color="#ff7f0e", ls="--", label="DCPO")),
+    "band-kl": (Band(DELTA, "kl", 10.0, validate=False), dict(color="#1f77b4", label="Band-KL")),
+    "band-tv": (Band(DELTA, "tv", 10.0, validate=False), dict(color="#2ca02c", label="Band-TV")),
+    "band-chi2": (Band(DELTA, "chi2", 10.0, validate=False),
+                  dict(color="#9467bd", label=r"Band-$\chi^2$")),
+}
+
+
+def nanmean(values, axis=None):
+    """np.nanmean without its warning for all-NaN slices (an empty p bucket): NaN."""
+    values = np.asarray(values, dtype=float)
+    finite = np.isfinite(values)
+    count = finite.sum(axis=axis)
+    total = np.where(finite, values, 0.0).sum(axis=axis)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+def mean_and_ci(values: np.ndarray):
+    """Mean over seeds (axis 1) and the half-width of a 95% t-interval."""
+    from scipy import stats
+
+    n = values.shape[1]
+    mean = nanmean(values, axis=1)
+    if n < 2:
+        return mean, np.zeros_like(mean)
+    sem = np.std(values, axis=1, ddof=1) / math.sqrt(n)
+    return mean, stats.t.ppf(0.975, n - 1) * sem
+
+
+def paired_difference(treated, control) -> dict[str, float]:
+    """Mean of the per-seed differences ``treated - control`` (both runs share
+    each seed's random streams, so the difference cancels the seed's noise),
+    its 95% t-interval, the two-sided p-value of a zero mean, and Cohen's d_z
+    (mean difference over the differences' standard deviation)."""
+    from scipy import stats
+
+    diff = np.asarray(treated, dtype=float) - np.asarray(control, dtype=float)
+    if diff.ndim != 1 or diff.size < 2 or not np.all(np.isfinite(diff)):
+        raise ValueError("paired_difference needs two equal-length finite samples of >= 2 seeds")
+    n = diff.size
+    mean = float(diff.mean())
+    sd = float(diff.std(ddof=1))
+    if sd == 0.0:
+        p = 1.0 if mean == 0.0 else 0.0
+        return dict(mean=mean, low=mean, high=mean, p=p, d=math.copysign(math.inf, mean)
+                    if mean else 0.0, n=n)
+    half = float(stats.t.ppf(0.975, n - 1)) * sd / math.sqrt(n)
+    p = float(2 * stats.t.sf(abs(mean) / (sd / math.sqrt(n)), n - 1))
+    return dict(mean=mean, low=mean - half, high=mean + half, p=p, d=mean / sd, n=n)
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error over the family)."""
+    p = np.asarray(pvalues, dtype=float)
+    order = np.argsort(p)
+    m = p.size
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, (m - rank) * p[i])
+        adjusted[i] = min(running, 1.0)
+    return adjusted
+
+
+def cluster_bootstrap(per_seed, draws: int = 2000, seed: int = 0) -> tuple[float, float, float]:
+    """Mean of per-seed values (each a mean over that seed's contexts, the
+    cluster) and a 95% percentile interval from resampling whole seeds."""
+    values = np.asarray(per_seed, dtype=float)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, values.size, size=(draws, values.size))
+    means = values[picks].mean(1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return float(values.mean()), float(low), float(high)
+
+
+def write_csv(path, results: dict, metrics):
+    """One row per (rule, seed, step) with every metric."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["rule", "seed", "step", *metrics])
+        for rule, history in results.items():
+            steps, seeds = history[metrics[0]].shape
+            for s in range(seeds):
+                for t in range(steps):
+                    writer.writerow([rule, s, t + 1,
+                                     *(f"{history[m][t, s]:.6g}" for m in metrics)])
+    return path
+
+
+def band_plot(ax, results, metric, ylabel, title, log=False, x=None, xlabel="GRPO step"):
+    """Mean over seeds with a 95% band; on a log axis, of log(metric) (a
+    geometric mean), so that the band stays positive. ``x`` defaults to the
+    steps 1, 2, ..."""
+    for rule, history in results.items():
+        values = history[metric]
+        if log:
+            mean, ci = mean_and_ci(np.log(np.maximum(values, 1e-12)))
+            centre, low, high = np.exp(mean), np.exp(mean - ci), np.exp(mean + ci)
+        else:
+            centre, ci = mean_and_ci(values)
+            low, high = centre - ci, centre + ci
+        steps = np.arange(1, centre.size + 1) if x is None else np.asarray(x)[:centre.size]
+        style = RULES[rule][1]
+        ax.plot(steps, centre, lw=1.8, **style)
+        ax.fill_between(steps, low, high, color=style["color"], alpha=0.15, lw=0)
+    ax.set_title(title, fontsize=11)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if log:
+        ax.set_yscale("log")
+    ax.grid(True, alpha=0.3)

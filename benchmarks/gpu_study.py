@@ -1,0 +1,147 @@
+"""A prepared GPU study (issue 17, item 8): under 7 minutes on one GPU, its CSV
+written row by row as it goes, so a run cut short keeps what finished.
+
+    python benchmarks/gpu_study.py [--out benchmarks/gpu_study.csv]
+    python benchmarks/gpu_study.py --tiny      # the same code on the CPU, in seconds
+
+1. The paper's cost claim: its KL bisection (``torch_bench.bisection_band``)
+   against ``bandsolve.torch.band_from_logp`` on 32,768 tokens in float32 and
+   bfloat16, set beside the forward and backward pass of a randomly
+   initialised decoder shaped like a 1.5B model (28 layers, width 1536, 12
+   heads; one sequence of 32,768 tokens split into 8 x 4,096) whose
+   log-probabilities the band would be computed from.
+2. The sequence study of ``bandsolve.analysis.sequence`` scaled up (more
+   seeds and steps); its policy is tiny, so it runs on the host's cores.
+
+Rows: part, name, dtype, tokens, ms (median of the repeats) or the study's
+summary numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_bench import DELTA, _timer, bisection_band  # noqa: E402
+
+from bandsolve.torch import band_from_logp  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuStudyConfig:
+    device: str = "cuda"
+    tokens: int = 32768
+    layers: int = 28
+    width: int = 1536
+    heads: int = 12
+    sequence_length: int = 4096
+    vocab: int = 151_936
+    repeat: int = 20
+    sequence_seeds: int = 16
+    sequence_steps: int = 200
+    sequence_width: int = 64
+    sequence_sft_steps: int = 60
+
+
+TINY = GpuStudyConfig(device="cpu", tokens=512, layers=1, width=32, heads=2,
+                      sequence_length=64, vocab=100, repeat=2, sequence_seeds=2,
+                      sequence_steps=2, sequence_width=16, sequence_sft_steps=2)
+
+
+class _Writer:
+    """Appends rows and flushes each one."""
+
+    FIELDS = ("part", "name", "dtype", "tokens", "value", "unit")
+
+    def __init__(self, path: str):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._fh = open(path, "w", newline="")
+        self._writer = csv.DictWriter(self._fh, fieldnames=self.FIELDS)
+        self._writer.writeheader()
+
+    def row(self, **values):
+        self._writer.writerow(values)
+        self._fh.flush()
+        print(", ".join(f"{k}={v}" for k, v in values.items()), flush=True)
+
+    def close(self):
+        self._fh.close()
+
+
+def cost_claim(config: GpuStudyConfig, write) -> None:
+    device = torch.device(config.device)
+    measure = _timer(device, config.repeat)
+    for dtype in (torch.float32, torch.bfloat16):
+        logp = torch.log(torch.rand(config.tokens, device=device).clamp(min=1e-6)).to(dtype)
+        name = str(dtype).removeprefix("torch.")
+        # the paper's bisection works in float32 whatever the input
+        write(part="cost", name="bisection", dtype=name, tokens=config.tokens,
+              value=measure(lambda: bisection_band(logp.float(), DELTA)), unit="ms")
+        write(part="cost", name="band_from_logp", dtype=name, tokens=config.tokens,
+              value=measure(lambda: band_from_logp(logp, DELTA, validate=False)), unit="ms")
+    layer = torch.nn.TransformerEncoderLayer(config.width, config.heads, 4 * config.width,
+                                             dropout=0.0, batch_first=True)
+    body = torch.nn.TransformerEncoder(layer, config.layers, enable_nested_tensor=False)
+    decoder = torch.nn.ModuleDict(dict(
+        embed=torch.nn.Embedding(config.vocab, config.width), body=body,
+        head=torch.nn.Linear(config.width, config.vocab, bias=False))).to(device, torch.bfloat16)
+    batch = max(config.tokens // config.sequence_length, 1)
+    tokens = torch.randint(config.vocab, (batch, config.sequence_length), device=device)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(
+        config.sequence_length, device=device, dtype=torch.bfloat16)
+
+    def forward_backward():
+        h = decoder["body"](decoder["embed"](tokens), mask=mask, is_causal=True)
+        logp = torch.log_softmax(decoder["head"](h).float(), -1)
+        logp.gather(-1, tokens[..., None]).mean().backward()
+
+    write(part="cost", name="decoder forward+backward", dtype="bfloat16",
+          tokens=batch * config.sequence_length, value=measure(forward_backward), unit="ms")
+
+
+def sequence_at_scale(config: GpuStudyConfig, out_dir: str, write) -> None:
+    from bandsolve.analysis import sequence
+
+    seq = sequence.SequenceConfig(width=config.sequence_width, heads=2,
+                                  sft_steps=config.sequence_sft_steps,
+                                  seeds=config.sequence_seeds, steps=config.sequence_steps,
+                                  eval_every=max(config.sequence_steps // 10, 1))
+    rules = ("ppo", "clip-higher", "band-kl")
+    _, summary, _ = sequence.sequence_study(seq, rules=rules, out=out_dir,
+                                            name="gpu_study_sequence")
+    for rule, row in summary.items():
+        for metric, (mean, ci) in row.items():
+            write(part="sequence", name=f"{rule} {metric}", dtype="", tokens="",
+                  value=f"{mean:.4f} ± {ci:.4f}", unit=f"{seq.seeds} seeds")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=os.path.join("benchmarks", "gpu_study.csv"))
+    parser.add_argument("--tiny", action="store_true", help="the same code on the CPU, tiny")
+    parser.add_argument("--skip-sequence", action="store_true")
+    args = parser.parse_args(argv)
+    config = TINY if args.tiny else GpuStudyConfig()
+    if config.device == "cuda" and not torch.cuda.is_available():
+        parser.error("no CUDA device; use --tiny to run the same code on the CPU")
+    writer = _Writer(args.out)
+    try:
+        cost_claim(config, writer.row)
+        if not args.skip_sequence:
+            sequence_at_scale(config, os.path.dirname(os.path.abspath(args.out)), writer.row)
+    except KeyboardInterrupt:
+        print("interrupted: the rows so far are in", args.out)
+        return 130
+    finally:
+        writer.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
