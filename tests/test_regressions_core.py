@@ -140,3 +140,4 @@ def test_math_md_does_not_claim_full_precision_for_subnormal_bounds():
     assert f"{lower:.3g}" == "2.09e-309" and mp.nstr(exact, 3) == "3.59e-309"
     assert ref.error_ratio(lower, exact) <= 1.0
     assert float(bs.band(1e-4, 0.1, "kl")[0]) == 5e-324
+
