@@ -95,8 +95,10 @@ def _lists_glued_to_paragraphs(markdown: str) -> list[int]:
             continue
         if fenced or not re.match(r"(- |\* |\d+\. )", line):
             continue
+        # an indented line continues a list item; a table, heading or HTML line
+        # ends its own block
         if before.strip() and not re.match(r"\s*(- |\* |\d+\. )", before) and not before.startswith(
-                ("    ", "\t", "|", "#", "<", ">")):
+                (" ", "\t", "|", "#", "<", ">")):
             glued.append(number)
     return glued
 
