@@ -98,6 +98,7 @@ def test_band_matches_the_numpy_core_inside_trl(tmp_path, monkeypatch):
 
     def spy(self, model, inputs):
         captured["old"] = inputs["old_per_token_logps"].detach().clone()
+        captured["mask"] = inputs["completion_mask"].bool().clone()
         captured["eps"] = (self.epsilon_low.clone(), self.epsilon_high.clone())
         return trl_loss(self, model, inputs)
 
@@ -106,8 +107,12 @@ def test_band_matches_the_numpy_core_inside_trl(tmp_path, monkeypatch):
     old = captured["old"].double().numpy()
     lower, upper = bs.band_from_logp(np.minimum(old, 0.0), 0.05, "kl", max_ratio=10.0)
     eps_low, eps_high = (e.double().numpy() for e in captured["eps"])
-    np.testing.assert_allclose(1.0 - eps_low, lower, rtol=1e-5, atol=4e-7)
-    np.testing.assert_allclose(1.0 + eps_high, upper, rtol=1e-5, atol=4e-7)
+    # completion tokens only: padding's old log-probs are not looked at (its
+    # band is p = 1's, and TRL masks its loss)
+    real = captured["mask"].numpy()
+    assert real.any() and not real.all()
+    np.testing.assert_allclose((1.0 - eps_low)[real], lower[real], rtol=1e-5, atol=4e-7)
+    np.testing.assert_allclose((1.0 + eps_high)[real], upper[real], rtol=1e-5, atol=4e-7)
 
 
 @pytest.mark.parametrize("overrides, match", [

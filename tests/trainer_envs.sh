@@ -66,7 +66,7 @@ for target in "${targets[@]}"; do
             make_env verl python3 "$TORCH" "$ROOT[test,verl]"
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
                 tests/test_trainers_verl_registration.py tests/test_doctor.py \
-                tests/test_examples.py ;;
+                tests/test_examples.py tests/test_torch_trainer_edges.py ;;
         trl-lowest)
             make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
             run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py ;;
