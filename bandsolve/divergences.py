@@ -30,6 +30,8 @@ __all__ = ["Divergence", "BUILTIN_DIVERGENCES", "alpha_divergence", "get_diverge
 
 # relative step of the central difference that stands in for a missing f'
 _FD_STEP = 6e-6
+# f(u (1 + h)) - f(u (1 - h)) at or below this many ulps of f: no digits left
+_FD_CANCELLED = 64 * 2.220446049250313e-16
 
 
 def _jit_user(fn):
@@ -331,7 +333,17 @@ class Divergence:
                     return (f_user(_FD_STEP) - f_user(0.0)) / _FD_STEP - slope_one
                 up = u * (1.0 + _FD_STEP)
                 down = u * (1.0 - _FD_STEP)
-                slope = (f_user(up) - f_user(down)) / (up - down) - slope_one
+                f_up = f_user(up)
+                f_down = f_user(down)
+                if u < _FD_STEP and not abs(f_up - f_down) > _FD_CANCELLED * max(
+                        abs(f_up), abs(f_down)):
+                    # Near u = 0 a step relative to u keeps no digits: u (1 +- h)
+                    # rounds to u for subnormal u, and f(0) != 0 swamps the
+                    # difference for u below about 1e-10. A forward difference
+                    # over the fixed step h (as at u = 0) is coarse but finite;
+                    # the inf this branch used to return made Newton's step 0.
+                    return (f_user(u + _FD_STEP) - f_user(u)) / _FD_STEP - slope_one
+                slope = (f_up - f_down) / (up - down) - slope_one
                 if slope != slope or abs(slope) == math.inf:
                     # u (1 + h) overflowed: f'(u) has reached its limit f'(inf)
                     return slope_inf

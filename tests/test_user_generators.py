@@ -207,3 +207,34 @@ def test_user_generator_not_convex_away_from_one_is_refused():
 
     with pytest.raises(ValueError, match="not convex"):
         bs.Divergence.from_generator("bent", f)
+
+
+# --- a user alpha = 1.5 generator without df, p within 1e-68 of 1 ----------------
+@pytest.fixture(scope="module")
+def user_alpha_1_5():
+    """The alpha = 1.5 generator written by hand, with no df: f' is a central
+    difference with a step relative to u."""
+    return bs.Divergence.from_generator(
+        "user_alpha_1_5", lambda u: (u**1.5 - 1 - 1.5 * (u - 1)) / 0.75)
+
+
+@pytest.mark.parametrize("z", [156.0, 161.6, 300.0, 700.0])
+def test_user_generator_lower_near_p_one_is_not_zero_from_an_infinite_derivative(
+        user_alpha_1_5, z):
+    """At p = 1 - e^-z for z >= 156 the lower bound was 5e-324 (exact: within
+    1e-30 of 1). The solver tried the far end u2 = 5e-324, where the central
+    difference's relative step vanished (u (1 +- h) = u), so the estimated
+    f'(u2) was returned as f'(inf) = inf. Newton's step from there was
+    exactly 0 and was taken for convergence."""
+    logp = -math.log1p(math.exp(-z))
+    lower, upper = bs.band_from_logp(logp, 0.05, user_alpha_1_5)
+    _assert_exact(lower, "alpha:1.5", logp, 0.05, "lower", from_logp=True)
+    _assert_exact(upper, "alpha:1.5", logp, 0.05, "upper", from_logp=True)
+
+
+@pytest.mark.parametrize("u", [5e-324, 1e-310, 1e-300, 2.2250738585072014e-308])
+def test_user_generator_estimated_derivative_at_subnormal_u_is_finite(user_alpha_1_5, u):
+    """f'(u) -> f'(0) = -2 as u -> 0 (the linear term f'(1)(u - 1) is removed,
+    and f'(1) = 0 here); the estimate was +inf where u (1 +- h) rounds to u."""
+    # the forward difference over [u, u + 6e-6] is off by about sqrt(6e-6) / 0.75
+    assert user_alpha_1_5.df(u, u - 1.0, 0.0) == pytest.approx(-2.0, abs=1e-2)

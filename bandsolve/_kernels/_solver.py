@@ -303,7 +303,10 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
             log_ratio = math.log1p(excess)
         x_new = x - log_ratio / dpsi
         dx = x_new - x
-        if dpsi < math.inf and abs(dx) <= _STEP_TOL:
+        # g rises with m, so dpsi > 0: a derivative that is not positive and
+        # finite (a user f' estimated as inf) makes dx 0 anywhere, not only at
+        # the root, and must not count as convergence
+        if 0.0 < dpsi < math.inf and abs(dx) <= _STEP_TOL:
             # Converged (rounding may put x_new a hair outside the bracket).
             # dm/dx = m u2 and du2/dx = -u2 s: to first order, with an error
             # below dx^2 = 1e-20 relative, and no second exp.
