@@ -88,3 +88,47 @@ def test_missing_table_file_is_still_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         table.load(tmp_path / "absent.npz")
     assert not os.path.exists(tmp_path / "absent.npz")
+
+
+def test_user_generator_table_certificate_holds_out_to_p_1e_300():
+    """Issue 19.10: between |logit p| = 690 and 690.78 (p or 1 - p from 1e-300
+    to 1e-299.7) the certificate's check points saw nothing, and a user
+    Hellinger table was 2.3x over its stored certificate there. The reference
+    is the float64 root finder; fresh points may exceed a dense check's
+    certificate slightly (a user generator's solves carry about 1e-10 of
+    noise), so the allowance is that of ``check_against_solver``: twice the
+    certificate plus 8 eps."""
+    import math
+
+    import bandsolve as bs
+    from bandsolve.divergences import Divergence
+
+    hellinger = Divergence.from_generator("user-hellinger", lambda u: (math.sqrt(u) - 1.0) ** 2)
+    built = table.build(hellinger, 0.05)
+    z = np.concatenate([np.linspace(690.0, 690.7755, 400), -np.linspace(690.0, 690.7755, 400)])
+    logp = -np.logaddexp(0.0, -z)
+    got = table.evaluate_numpy(built, logp)
+    expected = bs.band_from_logp(logp, 0.05, hellinger)
+    for g, r in zip(got, expected):
+        allowed = 2 * np.maximum(built.rtol * np.minimum(r, np.abs(r - 1.0)),
+                                 built.atol * np.maximum(r, 1.0)) \
+            + 8 * np.finfo(float).eps * np.maximum(r, 1.0)
+        assert np.all(np.abs(g - r) <= allowed), np.max(np.abs(g - r) / allowed)
+
+
+def test_uncertifiable_user_table_is_refused_without_an_overflow_warning():
+    """A user alpha = 1.5 generator's table misses its root finder by 1e60
+    near p = 1e-205 at delta = 0.05, so build refuses it; the certificate's
+    error / distance overflowed first and raised a RuntimeWarning (an error
+    under this suite's filters) instead of the refusal."""
+    from bandsolve.divergences import Divergence
+
+    user = Divergence.from_generator("user_alpha_1_5",
+                                     lambda u: (u**1.5 - 1 - 1.5 * (u - 1)) / 0.75)
+    try:
+        built = table.build(user, 0.05)
+    except ValueError as exc:
+        assert "cannot be certified" in str(exc)
+    else:  # if it certifies, its certificate must be finite and honest
+        assert np.isfinite(built.rtol)
+        table.check_against_solver(built, user, seed=0)
