@@ -240,6 +240,17 @@ def _kernel_dispatchers():
                 yield obj
 
 
+def _cache_dir_note(env_dir: str, path: str) -> str:
+    """NUMBA_CACHE_DIR beside the cache path only where numba uses it: numba
+    reads the variable once, at import, so one set later has no effect."""
+    if not env_dir:
+        return ""
+    if os.path.abspath(path).startswith(os.path.abspath(env_dir)):
+        return f" (NUMBA_CACHE_DIR={env_dir})"
+    return (f" (NUMBA_CACHE_DIR={env_dir} is set but not used: numba reads it at import; "
+            "set it before Python starts)")
+
+
 def _check_numba_cache() -> list:
     import numba
 
@@ -264,7 +275,7 @@ def _check_numba_cache() -> list:
             writable = os.access(probe, os.W_OK)
             hits = sum(disp.stats.cache_hits.values())
             source = "loaded from the cache" if hits else "compiled this run"
-            via = f" (NUMBA_CACHE_DIR={env_dir})" if env_dir else ""
+            via = _cache_dir_note(env_dir, path)
             if writable:
                 checks.append(Check("numba cache", True, f"{path}{via} writable; kernels "
                                                          f"{source}"))

@@ -295,3 +295,14 @@ def test_skyrl_plugin_failure_names_the_python_requirement(monkeypatch):
 def test_doctor_in_verls_environment_reports_trl_0x_as_not_applicable_not_failed():
     check = _by_name(doctor._check_trl(), "trl plug-in import")
     assert check.ok is None and "trl>=1.0,<2" in check.detail
+
+
+def test_numba_cache_dir_set_after_import_is_not_shown_as_the_cache_in_use(
+        monkeypatch, tmp_path):
+    """doctor printed NUMBA_CACHE_DIR beside a cache path numba does not use:
+    numba reads the variable once, at import, so one set later has no effect."""
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "set-too-late"))
+    check = _by_name(doctor._check_numba_cache(), "numba cache")
+    if str(tmp_path) in check.detail.split(" (")[0]:
+        pytest.skip("numba's cache path is under tmp_path")
+    assert f"NUMBA_CACHE_DIR={tmp_path / 'set-too-late'} is set but not used" in check.detail
