@@ -54,10 +54,9 @@ class BandSolveError(RuntimeError):
 
     Two causes, each named in the message: the divergence's g overflows
     float64 next to the root (only at radii far beyond any trust region in
-    use: for alpha with a > 1, where q^(a-1) / (a (a - 1)) exceeds 1.8e308
-    with q = r for the upper bound and (1 - r) p / (1 - p) for the lower,
-    e.g. p = 1e-300 with delta = 1e75 at a = 5.84; see docs/accuracy.md;
-    use a smaller delta), or
+    use, and only for a user generator: the built-in alpha family forms the
+    term that overflows in the log domain; see docs/accuracy.md; use a
+    smaller delta), or
     the iteration did not converge (never observed for the built-in
     divergences; for a user generator, a sign that f is NaN, raises, is not
     convex or not accurate where the solver evaluates it). A user generator
@@ -75,8 +74,9 @@ def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
         raise BandSolveError(
             f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
             f"so they cannot be resolved; {where}. Either g overflows float64 there (the "
-            f"generator or its conjugate at an extreme argument: alpha with a > 1 at a "
-            f"delta near 1e300, or with a very large a) or the generator is +inf there")
+            f"generator or its conjugate at an extreme argument, for a user generator "
+            f"without a log-domain form at a delta near 1e300 and a tiny p) or the "
+            f"generator is +inf there")
     raise BandSolveError(
         f"{div.name}: the root finder did not converge for {failures} bounds; {where}. "
         f"For a user generator: f is NaN, raises, or is not convex where the root "
@@ -252,8 +252,8 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
         ``out`` array of the wrong shape, read-only, or overlapping an input
         or the other ``out`` array.
     BandSolveError
-        If a bound cannot be resolved: g overflows float64 next to it (alpha
-        with a > 1, or a user generator, at delta near 1e300 and tiny p), or
+        If a bound cannot be resolved: g overflows float64 next to it (a
+        user generator at delta near 1e300 and tiny p), or
         the root finder does not converge (never observed for the built-in
         divergences). Never a silent NaN or a wrong bound.
     """

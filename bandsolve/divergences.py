@@ -188,6 +188,11 @@ class Divergence:
         ``(w, parameter) -> cvxpy expression``: f(w) elementwise in DCP form,
         for ``bandsolve.convex`` (see ``_convex_forms``). None: no convex
         verification.
+    scaled_conjugate : numba function
+        ``(s, v, v - 1, parameter) -> s f*(v)`` where f*(v) overflows float64
+        but the product need not (alpha with a > 1 at tiny p and huge delta):
+        +inf only where s f*(v) itself does. The default returns NaN: no such
+        form, so the root finder reports a bound next to an overflow.
     """
 
     name: str
@@ -201,6 +206,7 @@ class Divergence:
     parameter: float = 0.0
     margins: Callable | None = None
     convex_generator: Callable | None = None
+    scaled_conjugate: Callable = gen.scaled_conjugate_unknown
 
     @property
     def has_closed_form(self) -> bool:
@@ -412,6 +418,7 @@ def alpha_divergence(a: float) -> Divergence:
         name=f"alpha:{_parameter_text(a)}",
         formula=f"(u^a - 1 - a(u - 1)) / (a(a - 1)), a = {a:g}",
         f=gen.alpha_f, df=gen.alpha_df, f_conjugate=gen.alpha_conjugate_f,
+        scaled_conjugate=gen.alpha_scaled_conjugate,
         f_at_zero=1.0 / a if a > 0 else math.inf,
         slope_at_infinity=1.0 / (1.0 - a) if a < 1 else math.inf,
         curvature_at_one=1.0,

@@ -70,9 +70,10 @@ OVERFLOW_CASES = [  # (divergence, p or log p, from log p, delta)
 
 
 def overflow_region() -> None:
-    print("\n## alpha with a > 1: BandSolveError against q^(a-1) / (a (a-1))")
-    print("| divergence | input | delta | side | exact bound | q^(a-1)/(a(a-1)) | raised |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n## alpha with a > 1 where the conjugate overflows: error against q^(a-1) / (a (a-1))")
+    print("| divergence | input | delta | side | exact bound | q^(a-1)/(a(a-1)) | "
+          "error / tolerance |")
+    print("|---|---|---|---|---|---|---:|")
     for name, x, from_logp, delta in OVERFLOW_CASES:
         a = mp.mpf(name.split(":")[1])
         with mp.workdps(60):
@@ -80,18 +81,18 @@ def overflow_region() -> None:
             pc = -mp.expm1(x) if from_logp else 1 - p
         call = bs.band_from_logp if from_logp else bs.band
         try:
-            call(x, delta, name)
-            raised = "no"
+            got = dict(zip(("lower", "upper"), call(x, delta, name)))
         except bs.BandSolveError:
-            raised = "yes"
+            got = None
         for side in ("lower", "upper"):
             exact, saturated = ref.bound(name, x, delta, side, from_logp=from_logp)
             with mp.workdps(60):
                 q = exact if side == "upper" else (1 - exact) * p / pc
                 measure = q ** (a - 1) / (a * (a - 1)) if not saturated else mp.mpf(0)
             label = f"log p = {x:g}" if from_logp else f"p = {x:g}"
+            error = "raised" if got is None else f"{ref.error_ratio(float(got[side]), exact):.2g}"
             print(f"| `{name}` | {label} | {delta:g} | {side} | {mp.nstr(exact, 6)} "
-                  f"{'(saturated)' if saturated else ''} | {mp.nstr(measure, 3)} | {raised} |")
+                  f"{'(saturated)' if saturated else ''} | {mp.nstr(measure, 3)} | {error} |")
 
 
 if __name__ == "__main__":

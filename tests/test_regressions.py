@@ -134,9 +134,16 @@ def test_regression_extreme_deltas_give_the_exact_bound_or_raise(name):
 
 def test_regression_overflowing_g_raises_instead_of_a_wrong_bound():
     """alpha:3 at p = 1e-300, delta = 1e300 needs r ~ 1.8e200, where g's
-    evaluation overflows; it returned 1.3e154 before."""
+    evaluation overflows; it returned 1.3e154 before, then raised. The alpha
+    family now forms the overflowing term in the log domain and returns the
+    exact bound (issue 18.5); the same generator written by a user has no
+    such form, and still raises rather than return a wrong bound."""
+    lower, upper = bs.band(1e-300, 1e300, "alpha:3")
+    truth = ref.bound("alpha:3", 1e-300, 1e300, "upper")[0]
+    assert ref.error_ratio(float(upper), truth) <= 1.0
+    user = bs.Divergence.from_generator("user_alpha_3", lambda u: (u**3 - 1 - 3 * (u - 1)) / 6)
     with pytest.raises(bs.BandSolveError, match="overflows float64"):
-        bs.band(1e-300, 1e300, "alpha:3")
+        bs.band(1e-300, 1e300, user)
 
 
 # --- 4. the alpha family over a continuous range of a, near saturation -------------------
@@ -233,8 +240,15 @@ def test_regression_cli_reads_negative_log_probabilities_in_exponent_form(capsys
     assert len(capsys.readouterr().out.strip().splitlines()) == 3 + 4
 
 
-def test_regression_cli_reports_solver_errors_without_a_traceback(capsys):
+def test_regression_cli_reports_solver_errors_without_a_traceback(capsys, monkeypatch):
+    # No built-in input raises BandSolveError any more (alpha:3 at p = 1e-300,
+    # delta = 1e300 did until issue 18.5), so the solver's error is injected.
+    from bandsolve import api
     from bandsolve.cli import main
 
+    def unresolved(*args, **kwargs):
+        raise api.BandSolveError("alpha:3: the binary divergence evaluates to +inf")
+
+    monkeypatch.setattr(api, "band", unresolved)
     assert main(["bounds", "--p", "1e-300", "--delta", "1e300", "--divergence", "alpha:3"]) == 2
     assert "bandsolve: error:" in capsys.readouterr().err

@@ -141,3 +141,28 @@ def test_math_md_does_not_claim_full_precision_for_subnormal_bounds():
     assert ref.error_ratio(lower, exact) <= 1.0
     assert float(bs.band(1e-4, 0.1, "kl")[0]) == 5e-324
 
+
+
+@pytest.mark.parametrize("name, ps, delta", [
+    ("alpha:5.839198478431584", [1e-300], 1e75),
+    ("alpha:5.839198478431584", [1e-100], 1e90),
+    ("alpha:5.839198478431584", [1e-120], 1e300),
+    ("alpha:3", [1e-300, 0.3, 0.5, 0.9, 1.0], 1e300),
+    ("alpha:7.5", [1e-200, 1e-5, 0.3], 1e50),
+])
+def test_alpha_above_one_tiny_p_huge_delta_is_solved_not_a_false_overflow(name, ps, delta):
+    """Issue 18.5: f*(v) = v^(1-a) / (a(a-1)) + ... overflowed float64 at the
+    root (v^(1-a) = 1e313 at p = 1e-300, delta = 1e75) although s f*(v), the
+    term of g, is 1e77: "overflows float64" was raised where the answer is
+    (0, 2.95e64). s f*(v) is now formed in the log domain."""
+    lower, upper = bs.band(np.array(ps), delta, name)
+    _assert_bounds_exact(name, ps, delta, lower, upper)
+
+
+@pytest.mark.parametrize("delta", [1e200, 1e300])
+def test_alpha_3_near_p_one_at_huge_delta_is_solved_not_a_false_overflow(delta):
+    """Issue 18.10: alpha:3 at log p = -1e-300 with delta >= 1e200 raised; g's
+    perspective term there truly exceeds float64 (1e600), so an inf places the
+    root as surely as a finite value. The answer is (1, 1/p) = (1, 1)."""
+    lower, upper = bs.band_from_logp(-1e-300, delta, "alpha:3")
+    _assert_bounds_exact("alpha:3", [-1e-300], delta, lower, upper, from_logp=True)

@@ -44,7 +44,7 @@ from ._util import jit, parallel_kernel
 #: The globals a template reads its divergence's functions from, and the
 #: ``Divergence`` field that fills each.
 SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
-               "CLOSED_FORM": "margins"}
+               "SCALED_CONJUGATE": "scaled_conjugate", "CLOSED_FORM": "margins"}
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 

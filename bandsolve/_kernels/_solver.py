@@ -145,7 +145,24 @@ def perspective(t, y, theta):
     v = t / s
     if v < _SMALLEST_NORMAL and t > 0.0:
         return s * conjugate_at_subnormal(t, s, theta)
-    return s * CONJUGATE(v, -y / s, theta)
+    value = s * CONJUGATE(v, -y / s, theta)
+    if value == math.inf:
+        # f*(v) overflowed, but s f*(v) may not (s < 1e-200): the
+        # divergence's log-domain form, where it has one
+        scaled = SCALED_CONJUGATE(s, v, -y / s, theta)
+        if scaled == scaled:
+            return scaled
+    return value
+
+
+@template()
+def perspective_exceeds_float64(t, y, theta):
+    """True where t f(1 + y/t) is known to exceed float64's range: an inf
+    from ``perspective`` is then the value's, not an intermediate's."""
+    if y <= t:
+        return False
+    s = t + y
+    return SCALED_CONJUGATE(s, t / s, -y / s, theta) == math.inf
 
 
 @template()
@@ -228,7 +245,8 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
     Returns (m, u2, code, x): u2 = 1 - m/b, code INTERIOR, SATURATED (m = b),
     FAILED (no convergence in _MAX_ITER steps) or OVERFLOW (g evaluated to
     inf just beyond the root found, at a finite argument: the true root may
-    lie further out, e.g. alpha with a > 1 at delta near 1e300), and
+    lie further out, e.g. a user's alpha-like generator with a > 1 at delta
+    near 1e300; the built-in alpha family's inf is g's own), and
     x = log(m / (b - m)) (NaN unless INTERIOR). ``x_start`` is a starting
     point for x, or NaN.
     """
@@ -269,7 +287,10 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
             x_lo = x
         else:
             x_hi = x
-            overflow_at_hi = g == math.inf and sc > _OVERFLOW_U2
+            # an inf that is g's own value (beyond float64, so above delta)
+            # places the root as surely as a finite g does
+            overflow_at_hi = g == math.inf and sc > _OVERFLOW_U2 \
+                and not perspective_exceeds_float64(a, m, theta)
         width = x_hi - x_lo
         # The root lies in [x_lo, x_hi]. Stop once that bracket pins every
         # output (m varies as dx * u2 and u2 as dx * m/b, within a factor e

@@ -37,6 +37,11 @@ _LAUNCH_LOCK = threading.Lock()
 GENERATOR_SIG = types.float64(types.float64, types.float64, types.float64)
 GeneratorFn = types.FunctionType(GENERATOR_SIG)
 
+#: ``scaled_conjugate(s, v, v_minus_1, theta) -> s f*(v)``, computed where
+#: f*(v) itself overflows float64 (a log-domain form; see ``_generators``).
+SCALED_CONJUGATE_SIG = types.float64(types.float64, types.float64, types.float64,
+                                     types.float64)
+
 #: ``closed_form(a, b, delta, theta) -> (upper margin, lower margin)`` in
 #: probability space for (a, b) = (p, 1 - p); see ``_closed_forms``.
 CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
@@ -101,6 +106,11 @@ def parallel_kernel(signature, cache=True):
 def generator(fn):
     """Compile a generator-like function to the shared signature."""
     return jit(GENERATOR_SIG)(fn)
+
+
+def scaled_conjugate(fn):
+    """Compile an overflow-free s f*(v) to its signature."""
+    return jit(SCALED_CONJUGATE_SIG)(fn)
 
 
 def closed_form(fn):
