@@ -10,7 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bandsolve.analysis import common, dynamics, sequence, studies  # noqa: E402
+from bandsolve.analysis import common, dynamics, rules, sequence, studies  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
@@ -108,15 +108,15 @@ def test_bandit_study_writes_csv_and_figure(tmp_path):
 
 
 def test_bandit_figure_has_a_curve_per_rule_and_the_bars():
-    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in common.RULES}
+    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in rules.RULES}
     fig = dynamics.figure_bandit(results, TINY_BANDIT)
     axes = fig.axes
     assert len(axes) == 6
     for ax in axes[:4]:
-        assert len(ax.get_lines()) == len(common.RULES)
-    assert len(axes[4].patches) == len(common.RULES) * len(dynamics.P_BUCKETS)
+        assert len(ax.get_lines()) == len(rules.RULES)
+    assert len(axes[4].patches) == len(rules.RULES) * len(dynamics.P_BUCKETS)
     assert [t.get_text() for t in axes[5].get_legend().get_texts()] == \
-        [style["label"] for _, style in common.RULES.values()]
+        [style["label"] for _, style in rules.RULES.values()]
 
 
 def test_sequence_task_reward_and_canonical_answers():

@@ -53,8 +53,8 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import DELTA, RULES, band_plot, cluster_bootstrap, nanmean, write_csv  # noqa: E402
+from .common import band_plot, cluster_bootstrap, nanmean, save_figure, write_csv  # noqa: E402
+from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +111,7 @@ def run_bandit(rule_name, config: BanditConfig, seed: int = 0, progress=None):
     if interrupted. ``step_kl`` is each step's KL(pi_old || pi_new), averaged
     over contexts. Deterministic for a given (rule, config, seed).
     """
-    rule = RULES[rule_name][0] if isinstance(rule_name, str) else rule_name
+    rule = rule_object(rule_name)
     S, C, V, G = config.seeds, config.contexts, config.vocab, config.group
     gen = torch.Generator().manual_seed(seed)
     rank = torch.arange(1, V + 1, dtype=torch.float64)
@@ -188,20 +188,20 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
     band_plot(axes[0, 0], results, "entropy_given_success",
               "H(token | it paid), nats, log scale",
-              "Entropy of the paying token given success (geometric mean)", log=True)
+              "Entropy of the paying token given success (geometric mean)", STYLES, log=True)
     regrets = {rule: dict(history, regret=regret(history, config))
                for rule, history in results.items()}
     band_plot(axes[0, 1], regrets, "regret", "best reward - expected reward, log scale",
-              "Regret against the best token (geometric mean)", log=True)
+              "Regret against the best token (geometric mean)", STYLES, log=True)
     band_plot(axes[0, 2], results, "tail_mass", "mass on rewarding tail tokens",
               f"Mass on the high-paying tail (pays {config.tail_pay:g}; head pays "
-              f"{config.head_pay:g})")
+              f"{config.head_pay:g})", STYLES)
     ax = axes[1, 0]
     for rule, history in regrets.items():
         mean_regret = nanmean(history["regret"], axis=1)
         entropy = np.exp(nanmean(np.log(np.maximum(history["entropy_given_success"], 1e-12)),
                                  axis=1))
-        ax.plot(np.maximum(mean_regret, 1e-6), entropy, lw=1.8, **RULES[rule][1])
+        ax.plot(np.maximum(mean_regret, 1e-6), entropy, lw=1.8, **STYLES[rule])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.invert_xaxis()
@@ -215,7 +215,7 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
     for i, (rule, history) in enumerate(results.items()):
         values = [float(nanmean(history[f"clip/pos/{name}"])) for name in names]
         ax.bar(np.arange(len(names)) + i * width, values, width,
-               color=RULES[rule][1]["color"])
+               color=STYLES[rule]["color"])
     ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
     ax.set_ylabel("clipped share of positive-advantage tokens")
     ax.set_title("Upper clips on positive advantage, by old probability", fontsize=11)

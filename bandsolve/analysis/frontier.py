@@ -51,9 +51,9 @@ import numpy as np  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import RULES, mean_and_ci  # noqa: E402
+from .common import mean_and_ci, save_figure  # noqa: E402
 from .dynamics import BanditConfig, run_bandit  # noqa: E402
+from .rules import STYLES  # noqa: E402
 
 BANDS = ("band-kl", "band-tv", "band-chi2")
 CLIPS = ("ppo", "clip-higher", "dcpo")
@@ -268,7 +268,7 @@ def figure(summary, optimizers: tuple[str, ...]):
                 curve = _curve(summary, optimizer, rule, metric)
                 if curve.size == 0:
                     continue
-                style = {k: v for k, v in RULES[rule][1].items() if k != "zorder"}
+                style = {k: v for k, v in STYLES[rule].items() if k != "zorder"}
                 ax.errorbar(curve[:, 0], curve[:, 2], xerr=curve[:, 1], yerr=curve[:, 3],
                             marker="o", ms=4, capsize=2, lw=1.5, **style)
                 ref = summary.get((optimizer, "grid", *REFERENCE))

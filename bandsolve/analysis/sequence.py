@@ -39,8 +39,8 @@ from torch import nn  # noqa: E402
 from bandsolve.torch import clipped_surrogate  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import RULES, band_plot, mean_and_ci, write_csv  # noqa: E402
+from .common import band_plot, mean_and_ci, save_figure, write_csv  # noqa: E402
+from .rules import RULES, STYLES  # noqa: E402
 
 DIGITS = 9
 LENGTH = 3
@@ -281,7 +281,7 @@ def figure_sequence(results, config: SequenceConfig, interrupted=False):
     evaluations = len(next(iter(results.values()))[SEQUENCE_METRICS[0]]) if results else 0
     steps = config.eval_every * np.arange(evaluations)
     for ax, (metric, ylabel, title, log) in zip(axes.flat, panels):
-        band_plot(ax, results, metric, ylabel, title, log=log, x=steps,
+        band_plot(ax, results, metric, ylabel, title, STYLES, log=log, x=steps,
                    xlabel="GRPO step (0: after the supervised fit)")
     axes[1, 2].axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()

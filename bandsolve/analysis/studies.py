@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from . import frontier, sequence
 from .dynamics import BanditConfig, bandit_study
 from .frontier import FrontierConfig
 from .sequence import SequenceConfig
@@ -56,8 +57,6 @@ def full_study() -> StudyConfig:
 
 
 def main(argv=None) -> int:
-    from . import frontier, sequence
-
     parser = argparse.ArgumentParser(description="Entropy-collapse dynamics study")
     parser.add_argument("--full", action="store_true", help="more seeds and steps")
     parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier"),

@@ -266,7 +266,7 @@ def figures(out) -> list[str]:
     """Figures 1 and 2 and the other theory figures (written, not a claim)."""
     from ..analysis import bounds
 
-    return bounds.main(["--out", out])
+    return bounds.write_figures(out)
 
 
 def _pm(value):
