@@ -6,9 +6,12 @@ forms; the compared rules live in :mod:`bandsolve.analysis.rules`."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
+import multiprocessing
 import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
 import matplotlib
 
 matplotlib.use("Agg")
@@ -134,3 +137,41 @@ def save_figure(fig, out, name):
         paths.append(path)
     plt.close(fig)
     return paths
+
+
+def run_tasks(function, tasks, jobs: int = 1, on_done=None) -> list:
+    """``[function(task) for task in tasks]``, in ``jobs`` processes (1: in this
+    one). ``function`` must be a module-level function, and each task carry its
+    own seed, so that the results do not depend on ``jobs``; ``on_done(task,
+    result)`` is called as each finishes (in completion order)."""
+    if jobs <= 1:
+        results = []
+        for task in tasks:
+            results.append(function(task))
+            if on_done is not None:
+                on_done(task, results[-1])
+        return results
+    results = [None] * len(tasks)
+    # spawn, not fork: a forked torch may hang in its thread pool
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(function, task): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            if on_done is not None:
+                on_done(tasks[i], results[i])
+    return results
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread inside: the same sums in the same order whatever
+    the number of processes (and no oversubscription when there are many)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

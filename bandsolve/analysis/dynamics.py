@@ -53,7 +53,8 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import band_plot, cluster_bootstrap, nanmean, save_figure, write_csv  # noqa: E402
+from .common import (band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks,  # noqa: E402
+                     save_figure, write_csv)
 from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 
@@ -260,16 +261,25 @@ def entropy_at_regret(history, config: BanditConfig, level: float) -> np.ndarray
     return np.where(reached.any(axis=0), values, np.nan)
 
 
+def _bandit_task(task):
+    """One rule's run (all seeds): a module-level function for the process pool."""
+    rule, config, seed = task
+    with one_thread():
+        return run_bandit(rule, config, seed)
+
+
 def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
-                 name="dynamics_bandit", seed=0):
-    """Run every rule, write ``name``.csv and the figure; return (results, summary, paths)."""
-    results = {}
-    with Progress(total=len(rules) * config.steps, desc=name, unit="step") as bar:
-        for rule in rules:
-            bar.set_postfix_str(rule)
-            results[rule], interrupted = run_bandit(rule, config, seed, progress=bar)
-            if interrupted:
-                break
+                 name="dynamics_bandit", seed=0, jobs: int = 1):
+    """Run every rule (``jobs`` processes), write ``name``.csv and the figure;
+    return (results, summary, paths). The results do not depend on ``jobs``."""
+    with Progress(total=len(rules), desc=name, unit="rule") as bar:
+        def done(task, _):
+            bar.set_postfix_str(f"{task[0]} done")
+            bar.update(1)
+
+        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
+    results = {rule: history for rule, (history, _) in zip(rules, runs)}
+    interrupted = any(stopped for _, stopped in runs)
     paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
     suffix = " (interrupted)" if interrupted else ""
     paths += save_figure(figure_bandit(results, config, suffix), out, name)
