@@ -21,7 +21,7 @@ DCPO and Band (kl, tv, chi2) at delta = 0.05. The losses are
     whose tail holds most of the mass; and the clip share by sign of the
     advantage and old-probability bucket.
 
-(b) Sequence task (``run_sequence``): see ``bandsolve.analysis.sequence``.
+(b) Sequence task with a wrong head: see ``bandsolve.analysis.sequence``.
 
 (c) The frontier (``--part frontier``): every rule over a grid of its own
     hyperparameter, reward against entropy at equal reward and at matched
@@ -31,8 +31,8 @@ Each part writes a CSV of every metric (one row per rule, seed and step) and a
 figure (PNG and PDF) with the mean and a 95% confidence band over seeds. The
 quick default runs in a few minutes on 2 cores; ``--full`` runs more seeds
 and steps and, for the bandit, an Adam variant as a robustness check.
-Progress bars show the work; Ctrl-C stops after the current step and still
-writes what finished.
+Progress lines show the work (one per finished run); ``jobs`` runs the
+rules in a process pool, with the same results.
 """
 
 from __future__ import annotations

@@ -29,9 +29,9 @@ Three results, all computed from the CSV:
 * **the verdict** (:func:`verdict`): at equal reward, does a band's entropy
   (tail mass) exceed the clip rules' beyond the combined CI?
 
-Quick mode (the default) uses a reduced problem and grid and stays under about
-5 minutes on 2 cores; ``full=True`` runs the whole grid on the study's full
-problem (about 40 minutes). Everything is deterministic under the seed.
+Quick mode (the default) uses a reduced problem and grid (seconds); the full
+study runs the whole grid on the study's full problem. Everything is
+deterministic under the seed, whatever the number of processes.
 """
 
 from __future__ import annotations

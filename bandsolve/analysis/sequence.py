@@ -230,7 +230,7 @@ def _sft_batch(config, gen):
     return torch.cat([_prompts(picks), torch.tensor(answers) - 1], 1)
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=None)
 @one_thread()
 def _supervised_state(config: SequenceConfig, seed: int):
     torch.manual_seed(seed)
@@ -407,18 +407,22 @@ def _run_task(task) -> dict[str, np.ndarray]:
     return {m: np.asarray(v, dtype=float) for m, v in history.items()}
 
 
-def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence"):
+def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence",
+        on_done=None):
     """Every variant of :func:`variants` at every seed; returns
     {(rule, value): {metric: array (evaluations, seeds)}}. Deterministic under
-    the seeds, whatever ``jobs``."""
+    the seeds, whatever ``jobs``. ``on_done(label, seed, history)`` is called
+    as each run finishes."""
     runs = variants(config)
     tasks = [(config, obj, seed, f"{rule} {value:g}".removesuffix(" nan"))
              for seed in range(config.seeds) for rule, _, value, obj in runs]
     labels = [(rule, value) for _ in range(config.seeds) for rule, _, value, _ in runs]
     with Progress(total=len(tasks), desc=name, unit="run") as bar:
-        def done(task, _):
+        def done(task, history):
             bar.set_postfix_str(f"seed {task[2]}: {task[3]} done")
             bar.update(1)
+            if on_done is not None:
+                on_done(task[3], task[2], history)
 
         histories = run_tasks(_run_task, tasks, jobs, done)
     results: dict[tuple, dict[str, Any]] = {}

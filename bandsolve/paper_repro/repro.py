@@ -502,7 +502,7 @@ def report(claims, seconds, figures_link="figures", figures_made=FIGURES) -> str
               + ". Verdicts of the training rows come from paired differences over seeds "
               "(Band-KL against PPO, and against Clip-Higher on the sequence task; 95% t "
               "intervals, Cohen's d_z, Holm-corrected over all the pre-registered endpoints "
-              "as one family). Figures: {links}; every metric of the dynamics study is in the CSV "
+              f"as one family). Figures: {links}; every metric of the dynamics study is in the CSV "
               "beside its figure.", ""]
     return "\n".join(lines)
 
