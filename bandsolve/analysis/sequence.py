@@ -554,7 +554,7 @@ def figure_sequence(selected, config: SequenceConfig):
                 **STYLES[rule])
     ax.axvline(config.matched_success, color="k", lw=0.8, ls=":")
     ax.set(title="Training prompts: H(answer | success) against current reward (b at the line)",
-           xlabel="success probability on training prompts (runs go left to right)",
+           xlabel="success probability on training prompts (a line joins a rule's evaluations)",
            ylabel="H(answer | success), nats")
     ax.grid(True, alpha=0.3)
     ax = axes[1, 1]
