@@ -265,15 +265,28 @@ def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
     tiny_frontier = frontier.FrontierConfig(
         dataclasses.replace(TINY_BANDIT, steps=3), optimizers=(("sgd", 2.5),), eps=(0.2,),
         eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,))
-    config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE)
+    config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE,
+                                 stress=dataclasses.replace(TINY_BANDIT, epochs=8))
     rows = repro.dynamics_claims(str(tmp_path), config)
-    assert len(rows) == 4
+    assert len(rows) == 5
     assert all(row.verdict in repro.VERDICTS for row in rows)
-    assert "PPO" in rows[0].ours and "pass@k, head-wrong" in rows[3].ours
-    assert "Adam robustness check" in rows[2].ours
+    assert "PPO" in rows[0].ours and "pass@k, head-wrong" in rows[4].ours
+    assert "Adam robustness check" in rows[3].ours and "8 epochs per batch" in rows[2].ours
+    assert (tmp_path / "dynamics_stress.png").exists()
     assert (tmp_path / "dynamics_bandit_adam.png").exists()
     with open(tmp_path / "dynamics_frontier.csv") as fh:
         assert len(list(csv.DictReader(fh))) < 100  # the tiny grid, not the study's
+
+
+def test_stress_no_clip_takes_larger_updates_than_the_band():
+    """Many epochs per batch: without a clip the worst update's KL is far
+    larger than under Band-KL, whose ratios stay in the band."""
+    config = dynamics.BanditConfig(contexts=8, steps=20, seeds=3, epochs=32)
+    worst = {rule: dynamics.max_step_kl(dynamics.run_bandit(rule, config)[0])
+             for rule in ("no-clip", "band-kl")}
+    assert np.all(worst["no-clip"] > 3 * worst["band-kl"])
+    history = {"success": np.full((30, 2), 0.5)}
+    np.testing.assert_allclose(dynamics.late_regret(history, config), 0.4)
 
 
 def test_study_configurations_are_frozen_and_passed():

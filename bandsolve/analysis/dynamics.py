@@ -284,3 +284,55 @@ def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
     suffix = " (interrupted)" if interrupted else ""
     paths += save_figure(figure_bandit(results, config, suffix), out, name)
     return results, summarize_bandit(results), paths
+
+
+#: the high-off-policy stress test's rules: no clip and a loose constant clip
+#: against the fixed clips and the band
+STRESS_RULES = ("no-clip", "constant", "ppo", "clip-higher", "dcpo", "band-kl", "band-tv",
+                "band-chi2")
+
+
+def max_step_kl(history) -> np.ndarray:
+    """Per seed: the largest per-step KL(pi_old || pi_new) of the run (its
+    worst update; lower is more stable)."""
+    return np.nanmax(history["step_kl"], axis=0)
+
+
+def late_regret(history, config: BanditConfig, window: int = 20) -> np.ndarray:
+    """Per seed: regret averaged over the last ``window`` steps."""
+    return nanmean(regret(history, config)[-window:], axis=0)
+
+
+def figure_stress(results: dict, config: BanditConfig):
+    """Per-step KL and regret over training under many updates per batch."""
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    band_plot(axes[0], results, "step_kl", "KL(pi_old || pi_new) per step, log scale",
+              "Size of each update (geometric mean)", STYLES, log=True)
+    regrets = {rule: dict(history, regret=regret(history, config))
+               for rule, history in results.items()}
+    band_plot(axes[1], regrets, "regret", "best reward - expected reward",
+              "Regret against the best token", STYLES)
+    axes[2].axis("off")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[2].legend(handles, labels, loc="center", fontsize=10, frameon=False,
+                   title=f"clipping rule (Band: delta = {DELTA})")
+    fig.suptitle(f"High-off-policy stress test: the bandit with {config.epochs} epochs per "
+                 f"batch ({config.contexts} contexts, {config.optimizer} lr {config.lr:g}), "
+                 f"{config.seeds} seeds, 95% CI", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def stress_study(config: BanditConfig, rules=STRESS_RULES, out="figures",
+                 name="dynamics_stress", seed=0, jobs: int = 1):
+    """The bandit under many updates per batch: CSV and figure; (results, paths)."""
+    with Progress(total=len(rules), desc=name, unit="rule") as bar:
+        def done(task, _):
+            bar.set_postfix_str(f"{task[0]} done")
+            bar.update(1)
+
+        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
+    results = {rule: history for rule, (history, _) in zip(rules, runs)}
+    paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
+    paths += save_figure(figure_stress(results, config), out, name)
+    return results, paths

@@ -28,6 +28,9 @@ class StudyConfig:
     bandit_adam: BanditConfig | None
     frontier: FrontierConfig
     sequence: SequenceConfig
+    #: the high-off-policy stress test: the bandit with many epochs per batch
+    #: (None: not run)
+    stress: BanditConfig | None = None
 
 
 def quick_study() -> StudyConfig:
@@ -46,7 +49,8 @@ def quick_study() -> StudyConfig:
                                 eps=(0.1, 0.2, 0.4), eps_high=(0.28, 0.6),
                                 dcpo_scale=(0.5, 2.0), deltas=(0.01, 0.05, 0.2)),
         sequence=SequenceConfig(steps=40, seeds=4,
-                                rules=("no-clip", "ppo", "clip-higher", "band-kl", "constant")))
+                                rules=("no-clip", "ppo", "clip-higher", "band-kl", "constant")),
+        stress=BanditConfig(contexts=16, steps=60, seeds=5, epochs=32))
 
 
 def full_study() -> StudyConfig:
@@ -59,7 +63,8 @@ def full_study() -> StudyConfig:
                                 dcpo_scale=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
                                 deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2)),
         sequence=SequenceConfig(steps=200, seeds=8, eval_every=10, ppo_eps=(0.1, 0.2, 0.3),
-                                eps_high=(0.28, 0.4), deltas=(0.02, 0.05, 0.1)))
+                                eps_high=(0.28, 0.4), deltas=(0.02, 0.05, 0.1)),
+        stress=BanditConfig(steps=200, seeds=10, epochs=32))
 
 
 def main(argv=None) -> int:
