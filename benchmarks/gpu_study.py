@@ -10,8 +10,10 @@ written row by row as it goes, so a run cut short keeps what finished.
    initialised decoder shaped like a 1.5B model (28 layers, width 1536, 12
    heads; one sequence of 32,768 tokens split into 8 x 4,096) whose
    log-probabilities the band would be computed from.
-2. The sequence study of ``bandsolve.analysis.sequence`` scaled up (more
-   seeds and steps); its policy is tiny, so it runs on the host's cores.
+2. The sequence task with a wrong head (``bandsolve.analysis.sequence``)
+   scaled up: every rule and control at 16 seeds at once, one process per
+   core (the policy is tiny, so the host's cores run it), a row per finished
+   run, then the pre-registered endpoints as paired differences.
 
 Rows: part, name, dtype, tokens, ms (median of the repeats) or the study's
 summary numbers.
@@ -44,14 +46,17 @@ class GpuStudyConfig:
     vocab: int = 151_936
     repeat: int = 20
     sequence_seeds: int = 16
-    sequence_steps: int = 200
-    sequence_width: int = 64
-    sequence_sft_steps: int = 60
+    sequence_steps: int = 150
+    sequence_width: int = 32
+    sequence_sft_steps: int = 300
+    #: processes for the sequence runs (0: one per core)
+    sequence_jobs: int = 0
 
 
 TINY = GpuStudyConfig(device="cpu", tokens=512, layers=1, width=32, heads=2,
                       sequence_length=64, vocab=100, repeat=2, sequence_seeds=2,
-                      sequence_steps=2, sequence_width=16, sequence_sft_steps=2)
+                      sequence_steps=2, sequence_width=16, sequence_sft_steps=2,
+                      sequence_jobs=1)
 
 
 class _Writer:
@@ -106,19 +111,34 @@ def cost_claim(config: GpuStudyConfig, write) -> None:
 
 
 def sequence_at_scale(config: GpuStudyConfig, out_dir: str, write) -> None:
+    """Every rule and control of the sequence task with a wrong head, at
+    ``sequence_seeds`` seeds at once (one process per core: the policy is
+    tiny, so the host's cores run it), a row per finished run, then the
+    pre-registered endpoints as paired differences (Band-KL against PPO and
+    Clip-Higher)."""
     from bandsolve.analysis import sequence
 
-    seq = sequence.SequenceConfig(width=config.sequence_width, heads=2,
+    seq = sequence.SequenceConfig(width=config.sequence_width,
                                   sft_steps=config.sequence_sft_steps,
                                   seeds=config.sequence_seeds, steps=config.sequence_steps,
                                   eval_every=max(config.sequence_steps // 10, 1))
-    rules = ("ppo", "clip-higher", "band-kl")
-    _, summary, _ = sequence.sequence_study(seq, rules=rules, out=out_dir,
-                                            name="gpu_study_sequence")
-    for rule, row in summary.items():
-        for metric, (mean, ci) in row.items():
-            write(part="sequence", name=f"{rule} {metric}", dtype="", tokens="",
-                  value=f"{mean:.4f} ± {ci:.4f}", unit=f"{seq.seeds} seeds")
+
+    def finished(label, seed, history):
+        write(part="sequence run", name=f"{label} seed {seed}", dtype="", tokens="",
+              value=f"{history['test/success'][-1]:.4f}", unit="final test success")
+
+    results = sequence.run(seq, jobs=config.sequence_jobs or os.cpu_count() or 1,
+                           name="gpu_study_sequence", on_done=finished)
+    selected = sequence.select(results)
+    sequence.write_csv(os.path.join(out_dir, "gpu_study_sequence.csv"), results)
+    for control in ("ppo", "clip-higher"):
+        for endpoint, diff in sequence.paired_endpoints(selected, seq, "band-kl",
+                                                        control).items():
+            value = "not comparable" if diff is None else (
+                f"{diff['mean']:+.4f} [{diff['low']:+.4f}, {diff['high']:+.4f}] "
+                f"d_z {diff['d']:+.2f} p {diff['p']:.2g}")
+            write(part="sequence endpoint", name=f"{endpoint}: band-kl vs {control}",
+                  dtype="", tokens="", value=value, unit=f"{seq.seeds} seeds, paired")
 
 
 def main(argv=None) -> int:

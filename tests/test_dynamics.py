@@ -10,12 +10,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bandsolve.analysis import common, dynamics, sequence, studies  # noqa: E402
+from bandsolve.analysis import common, dynamics, rules, sequence, studies  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
-                                        prompts_per_step=4, group=4, epochs=2, steps=4,
-                                        eval_every=2, k=4, seeds=2)
+                                        prompts_per_step=4, group=4, epochs=2, minibatches=2,
+                                        steps=4, eval_every=2, k=4, seeds=2,
+                                        rules=("ppo", "clip-higher", "band-kl"))
 
 
 def test_bandit_is_deterministic_under_a_seed():
@@ -108,53 +109,150 @@ def test_bandit_study_writes_csv_and_figure(tmp_path):
 
 
 def test_bandit_figure_has_a_curve_per_rule_and_the_bars():
-    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in common.RULES}
+    results = {rule: dynamics.run_bandit(rule, TINY_BANDIT)[0] for rule in rules.RULES}
     fig = dynamics.figure_bandit(results, TINY_BANDIT)
     axes = fig.axes
     assert len(axes) == 6
     for ax in axes[:4]:
-        assert len(ax.get_lines()) == len(common.RULES)
-    assert len(axes[4].patches) == len(common.RULES) * len(dynamics.P_BUCKETS)
+        assert len(ax.get_lines()) == len(rules.RULES)
+    assert len(axes[4].patches) == len(rules.RULES) * len(dynamics.P_BUCKETS)
     assert [t.get_text() for t in axes[5].get_legend().get_texts()] == \
-        [style["label"] for _, style in common.RULES.values()]
+        [style["label"] for _, style in rules.RULES.values()]
 
 
-def test_sequence_task_reward_and_canonical_answers():
+def test_sequence_task_solutions_and_the_wrong_head():
     # solution counts without an excluded digit: the coefficients of (x + ... + x^9)^3
     counts = np.convolve(np.convolve(np.ones(9), np.ones(9)), np.ones(9))
     for target in sequence.TARGETS:
         everything = {s for e in range(1, 10) for s in sequence._solutions(target, e)}
         assert len(everything) == counts[target - 3]  # every answer misses some digit
-    for target, excluded in sequence.PROBLEMS:
-        canonical = sequence._canonical(target, excluded)
-        assert sum(canonical) == target and excluded not in canonical
-        assert all(canonical >= s for s in sequence._solutions(target, excluded))
-    assert set(sequence.HELD_OUT_PROBLEMS).isdisjoint(sequence.TRAIN_PROBLEMS)
-    assert len(sequence.HELD_OUT_PROBLEMS) == len(sequence.PROBLEMS) // 5
-    prompts = sequence._prompts([(10, 2), (10, 8), (9, 5)])
+    # the head by hand: largest digits first, the excluded digit ignored
+    assert sequence.heuristic(20) == (9, 9, 2) and sequence.heuristic(12) == (9, 2, 1)
+    assert sequence.heuristic(5) == (3, 1, 1)
+    right = dict(zip(sequence.PROBLEMS, sequence.HEAD_RIGHT))
+    assert right[(20, 5)] and not right[(20, 9)] and not right[(20, 2)]
+    assert 0.15 < 1 - np.mean(sequence.HEAD_RIGHT) < 0.3  # about a quarter wrong
+    indices = [sequence.PROBLEMS.index(p) for p in [(10, 2), (10, 8), (9, 5)]]
     answers = torch.tensor([[0, 0, 7], [0, 0, 7], [2, 2, 2]])  # 1+1+8, 1+1+8, 3+3+3
-    assert sequence._reward(prompts, answers).tolist() == [1.0, 0.0, 1.0]
+    assert sequence._reward(indices, answers).tolist() == [1.0, 0.0, 1.0]
+
+
+def test_splits_are_disjoint_and_stratified_by_the_head():
+    splits = sequence.SPLITS
+    parts = [set(splits.train), set(splits.validation), set(splits.test)]
+    assert set.union(*parts) == set(range(len(sequence.PROBLEMS)))
+    assert sum(map(len, parts)) == len(sequence.PROBLEMS)
+    wrong = 1 - np.mean(sequence.HEAD_RIGHT)
+    for part in parts:
+        assert abs(np.mean([not sequence.HEAD_RIGHT[i] for i in part]) - wrong) < 0.03
+
+
+def test_tree_log_probs_match_sampled_answers_and_sum_to_one():
+    """The enumerated answer tree against an independent per-answer forward
+    pass (the model scoring each full answer), and a distribution per prompt."""
+    model = sequence.supervised_fit(TINY_SEQUENCE, seed=0)
+    indices = [0, 50, 150]
+    tree = sequence.tree_log_probs(model, indices)
+    np.testing.assert_allclose(tree.exp().sum(1).numpy(), 1.0, rtol=1e-5)
+    answers = torch.tensor(sequence.ANSWERS[:40]) - 1
+    for row, i in enumerate(indices):
+        tokens = torch.cat([sequence._prompts([i] * len(answers)), answers], 1)
+        with torch.no_grad():
+            direct = model.answer_log_probs(tokens).sum(1).double()
+        np.testing.assert_allclose(tree[row, :40].numpy(), direct.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_exact_metrics_against_a_hand_computed_distribution():
+    """Success, pass@k and the entropy split, on a policy whose answer
+    distribution is fixed by hand (uniform over all 729 answers)."""
+
+    class Uniform(torch.nn.Module):
+        def forward(self, tokens):
+            return torch.full((*tokens.shape, 9), -np.log(9.0))
+
+    index = sequence.PROBLEMS.index((20, 9))
+    m = sequence.exact_metrics(Uniform(), [index], k=4)
+    solutions = len(sequence._solutions(20, 9))
+    s = solutions / 729
+    assert m["success"][0] == pytest.approx(s)
+    assert m["pass_at_k"][0] == pytest.approx(1 - (1 - s) ** 4)
+    assert m["entropy_given_success"][0] == pytest.approx(np.log(solutions))
+    assert m["entropy_success"][0] == pytest.approx(-(s * np.log(s) + (1 - s) * np.log(1 - s)))
 
 
 def test_sequence_grpo_is_deterministic_under_a_seed():
-    import copy
-
-    base = sequence.supervised_fit(TINY_SEQUENCE, seed=1)
-    runs = [sequence.grpo(copy.deepcopy(base), "band-kl", TINY_SEQUENCE, seed=1)[0]
+    runs = [sequence._run_task((TINY_SEQUENCE, rules.SEQUENCE_RULES["band-kl"][0], 1, "band-kl"))
             for _ in range(2)]
-    for metric in sequence.SEQUENCE_METRICS:
+    for metric in sequence.METRICS:
         assert len(runs[0][metric]) == 1 + TINY_SEQUENCE.steps // TINY_SEQUENCE.eval_every
-        assert runs[0][metric] == runs[1][metric]
+        np.testing.assert_array_equal(runs[0][metric], runs[1][metric])
+
+
+def test_sequence_results_do_not_depend_on_jobs():
+    one = sequence.run(TINY_SEQUENCE, jobs=1)
+    two = sequence.run(TINY_SEQUENCE, jobs=2)
+    assert one.keys() == two.keys()
+    for label in one:
+        for metric in sequence.METRICS:
+            np.testing.assert_array_equal(one[label][metric], two[label][metric])
+
+
+def test_variants_have_no_duplicate_rules():
+    with pytest.raises(ValueError, match="eps_high"):
+        sequence.variants(dataclasses.replace(TINY_SEQUENCE, eps_high=(0.2, 0.28)))
+    full = studies.full_study().sequence
+    runs = sequence.variants(full)
+    assert len({repr(obj) for *_, obj in runs}) == len(runs)
+    assert {rule for rule, *_ in runs} == set(rules.SEQUENCE_RULES)
+
+
+def test_control_rules_bounds():
+    old = torch.log(torch.tensor([0.01, 0.5, 0.95], dtype=torch.float64))
+    band_lo, band_hi = rules.band("kl").bounds(old)
+    lo, hi = rules.SEQUENCE_RULES["ppo-lo+band-hi"][0].bounds(old)
+    assert torch.all(lo == 0.8) and torch.equal(hi, band_hi)
+    lo, hi = rules.SEQUENCE_RULES["band-lo+ppo-hi"][0].bounds(old)
+    assert torch.equal(lo, band_lo) and torch.all(hi == 1.2)
+    lo, hi = rules.SEQUENCE_RULES["relax-hull"][0].bounds(old)
+    assert torch.equal(lo, torch.minimum(band_lo, torch.tensor(0.8, dtype=torch.float64)))
+    assert torch.equal(hi, torch.maximum(band_hi, torch.tensor(1.28, dtype=torch.float64)))
+    lo, hi = rules.SEQUENCE_RULES["constant"][0].bounds(old)
+    assert torch.all(lo == 0.8) and torch.all(hi == 10.0)
+
+
+def test_endpoints_read_each_seed_along_its_own_run():
+    config = dataclasses.replace(TINY_SEQUENCE, steps=20, eval_every=10, matched_success=0.5)
+    history = {"train/success": np.array([[0.2, 0.2], [0.4, 0.3], [0.8, 0.4]]),
+               "train/success_head_wrong": np.array([[0.0, 0.0], [0.25, 0.1], [1.0, 0.2]]),
+               "train/entropy_given_success": np.array([[1.0, 1.0], [2.0, 2.0], [4.0, 3.0]])}
+    # seed 0 reaches 1/2 a third of the way from step 10 to 20; seed 1 never (censored)
+    np.testing.assert_allclose(sequence.steps_to_half(history, config), [10 + 10 / 3, 30])
+    # seed 0: success 0.5 a quarter of the way from 10 to 20, entropy 2 + 0.25 * 2
+    values = sequence.entropy_at_matched(history, config)
+    assert values[0] == pytest.approx(2.5) and np.isnan(values[1])
+
+
+def test_select_chooses_on_validation_not_test():
+    base = {m: np.zeros((2, 2)) for m in sequence.METRICS}
+    good_val = dict(base, **{"validation/success": np.array([[0, 0], [0.9, 0.9]]),
+                             "test/success": np.array([[0, 0], [0.1, 0.1]])})
+    good_test = dict(base, **{"validation/success": np.array([[0, 0], [0.5, 0.5]]),
+                              "test/success": np.array([[0, 0], [0.9, 0.9]])})
+    chosen = sequence.select({("ppo", 0.1): good_test, ("ppo", 0.3): good_val})
+    assert chosen["ppo"][0] == 0.3
 
 
 def test_sequence_study_writes_csv_and_figure(tmp_path):
-    results, summary, paths = sequence.sequence_study(TINY_SEQUENCE, rules=("ppo", "band-kl"),
-                                                      out=str(tmp_path), name="s")
+    results, selected, paths = sequence.sequence_study(TINY_SEQUENCE, out=str(tmp_path),
+                                                       name="s")
     assert (tmp_path / "s.csv").exists() and (tmp_path / "s.png").exists()
-    assert results["ppo"]["heldout_mean_at_k"].shape == (3, TINY_SEQUENCE.seeds)
-    assert 0.0 <= summary["band-kl"]["heldout_pass_at_k"][0] <= 1.0
-    fig = sequence.figure_sequence(results, TINY_SEQUENCE)
-    assert all(len(ax.get_lines()) == 2 for ax in fig.axes[:5])
+    assert results[("ppo", 0.2)]["test/success"].shape == (3, TINY_SEQUENCE.seeds)
+    assert set(selected) == {"ppo", "clip-higher", "band-kl"}
+    fig = sequence.figure_sequence(selected, TINY_SEQUENCE)
+    assert all(len(ax.get_lines()) >= 3 for ax in fig.axes[:4])
+    with open(tmp_path / "s.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 3 * TINY_SEQUENCE.seeds * 3
 
 
 def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
@@ -167,15 +265,28 @@ def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
     tiny_frontier = frontier.FrontierConfig(
         dataclasses.replace(TINY_BANDIT, steps=3), optimizers=(("sgd", 2.5),), eps=(0.2,),
         eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,))
-    config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE)
+    config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE,
+                                 stress=dataclasses.replace(TINY_BANDIT, epochs=8))
     rows = repro.dynamics_claims(str(tmp_path), config)
-    assert len(rows) == 3
+    assert len(rows) == 5
     assert all(row.verdict in repro.VERDICTS for row in rows)
-    assert "PPO" in rows[0].ours and "mean@4" in rows[2].ours
-    assert "Adam robustness check" in rows[1].ours
+    assert "PPO" in rows[0].ours and "pass@k, head-wrong" in rows[4].ours
+    assert "Adam robustness check" in rows[3].ours and "8 epochs per batch" in rows[2].ours
+    assert (tmp_path / "dynamics_stress.png").exists()
     assert (tmp_path / "dynamics_bandit_adam.png").exists()
     with open(tmp_path / "dynamics_frontier.csv") as fh:
         assert len(list(csv.DictReader(fh))) < 100  # the tiny grid, not the study's
+
+
+def test_stress_no_clip_takes_larger_updates_than_the_band():
+    """Many epochs per batch: without a clip the worst update's KL is far
+    larger than under Band-KL, whose ratios stay in the band."""
+    config = dynamics.BanditConfig(contexts=8, steps=20, seeds=3, epochs=32)
+    worst = {rule: dynamics.max_step_kl(dynamics.run_bandit(rule, config)[0])
+             for rule in ("no-clip", "band-kl")}
+    assert np.all(worst["no-clip"] > 3 * worst["band-kl"])
+    history = {"success": np.full((30, 2), 0.5)}
+    np.testing.assert_allclose(dynamics.late_regret(history, config), 0.4)
 
 
 def test_study_configurations_are_frozen_and_passed():

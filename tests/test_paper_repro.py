@@ -74,3 +74,10 @@ def test_repro_skip_dynamics_links_only_the_figures_it_made(tmp_path):
     for target in re.findall(r"\]\(([^)]+\.png)\)", report.read_text()):
         assert (tmp_path / target).exists(), target
     assert "dynamics_bandit.png" not in report.read_text()
+
+
+def test_report_links_the_figures_not_a_literal_placeholder():
+    # a lost f-prefix once wrote "Figures: {links};" into REPORT.md
+    text = repro.report([repro.Claim("a", "", "", "reproduces")], 1.0, "figs",
+                        ("fig1_bounds",))
+    assert "{links}" not in text and "[`fig1_bounds.png`](figs/fig1_bounds.png)" in text

@@ -21,7 +21,6 @@ tests can run them on small inputs. Only the public API is used.
 from __future__ import annotations
 
 import argparse
-import os
 from typing import Any
 
 import matplotlib
@@ -34,6 +33,8 @@ from matplotlib.patches import Patch  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
 from bandsolve.baselines import clip_higher_bounds, dcpo_bounds, ppo_bounds  # noqa: E402
+
+from .common import save_figure  # noqa: E402
 
 STYLE: dict[str, dict[str, Any]] = {
     "band-kl": dict(color="#1f77b4", lw=2.2, label="Band-KL"),
@@ -207,28 +208,19 @@ FIGURES = {
 }
 
 
-def main(argv=None, out="figures"):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=out)
-    args = parser.parse_args(argv)
-    os.makedirs(args.out, exist_ok=True)
+def write_figures(out: str = "figures") -> list[str]:
+    """Every theory figure as out/NAME.png and .pdf; the paths written."""
     written = []
     for name, make in FIGURES.items():
-        written += save_figure(make(), args.out, name)
+        written += save_figure(make(), out, name)
     return written
 
 
-def save_figure(fig, out, name):
-    """Write ``fig`` as out/name.png and out/name.pdf, close it, return the paths."""
-    os.makedirs(out, exist_ok=True)
-    paths = []
-    for ext in ("png", "pdf"):
-        path = os.path.join(out, f"{name}.{ext}")
-        # no creation date in the PDF: regenerated figures stay byte-identical
-        fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
-        paths.append(path)
-    plt.close(fig)
-    return paths
+def main(argv=None, out="figures"):
+    """The command line: ``python -m analysis.bounds [--out DIR]``."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=out)
+    return write_figures(parser.parse_args(argv).out)
 
 
 if __name__ == "__main__":

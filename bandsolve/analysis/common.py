@@ -1,33 +1,22 @@
-"""Helpers shared by the dynamics studies (bandit, frontier, sequence): the
-rules compared, seed statistics (paired by seed, Holm), the CSV writer and
-the curve plot. Every study module imports from here and from no other study
-module's helpers, so that no import circle forms."""
+"""Helpers shared by the analysis modules: seed statistics (paired by seed,
+Holm, a seed-clustered bootstrap), the CSV writer, the curve plot and the
+figure writer. It imports no study module and no torch, so that every analysis
+module (the torch-free theory figures too) can import it and no import circle
+forms; the compared rules live in :mod:`bandsolve.analysis.rules`."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
+import multiprocessing
 import os
-from typing import Any
+from concurrent.futures import ProcessPoolExecutor, as_completed
+import matplotlib
 
-import numpy as np
-
-from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip
-
-DELTA = 0.05
-
-#: name -> (rule, plot style); the order is the legend's
-RULES: dict[str, tuple[Any, dict[str, Any]]] = {
-    "no-clip": (NoClip(), dict(color="0.6", ls="--", label="no clip")),
-    "ppo": (PPOClip(0.2), dict(color="0.2", ls=":", label="PPO [0.8, 1.2]", zorder=4)),
-    "clip-higher": (ClipHigher(), dict(color="#d62728", ls="-.", label="Clip-Higher")),
-    "dcpo": (DCPO(), dict(color="#ff7f0e", ls="--", label="DCPO")),
-    "band-kl": (Band(DELTA, "kl", 10.0, validate=False), dict(color="#1f77b4", label="Band-KL")),
-    "band-tv": (Band(DELTA, "tv", 10.0, validate=False), dict(color="#2ca02c", label="Band-TV")),
-    "band-chi2": (Band(DELTA, "chi2", 10.0, validate=False),
-                  dict(color="#9467bd", label=r"Band-$\chi^2$")),
-}
-
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
 
 def nanmean(values, axis=None):
     """np.nanmean without its warning for all-NaN slices (an empty p bucket): NaN."""
@@ -112,10 +101,11 @@ def write_csv(path, results: dict, metrics):
     return path
 
 
-def band_plot(ax, results, metric, ylabel, title, log=False, x=None, xlabel="GRPO step"):
+def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
+              xlabel="GRPO step"):
     """Mean over seeds with a 95% band; on a log axis, of log(metric) (a
-    geometric mean), so that the band stays positive. ``x`` defaults to the
-    steps 1, 2, ..."""
+    geometric mean), so that the band stays positive. ``styles`` maps each
+    rule to its plot style; ``x`` defaults to the steps 1, 2, ..."""
     for rule, history in results.items():
         values = history[metric]
         if log:
@@ -125,7 +115,7 @@ def band_plot(ax, results, metric, ylabel, title, log=False, x=None, xlabel="GRP
             centre, ci = mean_and_ci(values)
             low, high = centre - ci, centre + ci
         steps = np.arange(1, centre.size + 1) if x is None else np.asarray(x)[:centre.size]
-        style = RULES[rule][1]
+        style = styles[rule]
         ax.plot(steps, centre, lw=1.8, **style)
         ax.fill_between(steps, low, high, color=style["color"], alpha=0.15, lw=0)
     ax.set_title(title, fontsize=11)
@@ -134,3 +124,54 @@ def band_plot(ax, results, metric, ylabel, title, log=False, x=None, xlabel="GRP
     if log:
         ax.set_yscale("log")
     ax.grid(True, alpha=0.3)
+
+
+def save_figure(fig, out, name):
+    """Write ``fig`` as out/name.png and out/name.pdf, close it, return the paths."""
+    os.makedirs(out, exist_ok=True)
+    paths = []
+    for ext in ("png", "pdf"):
+        path = os.path.join(out, f"{name}.{ext}")
+        # no creation date in the PDF: regenerated figures stay byte-identical
+        fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
+        paths.append(path)
+    plt.close(fig)
+    return paths
+
+
+def run_tasks(function, tasks, jobs: int = 1, on_done=None) -> list:
+    """``[function(task) for task in tasks]``, in ``jobs`` processes (1: in this
+    one). ``function`` must be a module-level function, and each task carry its
+    own seed, so that the results do not depend on ``jobs``; ``on_done(task,
+    result)`` is called as each finishes (in completion order)."""
+    if jobs <= 1:
+        results = []
+        for task in tasks:
+            results.append(function(task))
+            if on_done is not None:
+                on_done(task, results[-1])
+        return results
+    results = [None] * len(tasks)
+    # spawn, not fork: a forked torch may hang in its thread pool
+    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(function, task): i for i, task in enumerate(tasks)}
+        for future in as_completed(futures):
+            i = futures[future]
+            results[i] = future.result()
+            if on_done is not None:
+                on_done(tasks[i], results[i])
+    return results
+
+
+@contextlib.contextmanager
+def one_thread():
+    """torch on one thread inside: the same sums in the same order whatever
+    the number of processes (and no oversubscription when there are many)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -21,7 +21,7 @@ DCPO and Band (kl, tv, chi2) at delta = 0.05. The losses are
     whose tail holds most of the mass; and the clip share by sign of the
     advantage and old-probability bucket.
 
-(b) Sequence task (``run_sequence``): see ``bandsolve.analysis.sequence``.
+(b) Sequence task with a wrong head: see ``bandsolve.analysis.sequence``.
 
 (c) The frontier (``--part frontier``): every rule over a grid of its own
     hyperparameter, reward against entropy at equal reward and at matched
@@ -31,8 +31,8 @@ Each part writes a CSV of every metric (one row per rule, seed and step) and a
 figure (PNG and PDF) with the mean and a 95% confidence band over seeds. The
 quick default runs in a few minutes on 2 cores; ``--full`` runs more seeds
 and steps and, for the bandit, an Adam variant as a robustness check.
-Progress bars show the work; Ctrl-C stops after the current step and still
-writes what finished.
+Progress lines show the work (one per finished run); ``jobs`` runs the
+rules in a process pool, with the same results.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import DELTA, RULES, band_plot, cluster_bootstrap, nanmean, write_csv  # noqa: E402
+from .common import (band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks,  # noqa: E402
+                     save_figure, write_csv)
+from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,7 +112,7 @@ def run_bandit(rule_name, config: BanditConfig, seed: int = 0, progress=None):
     if interrupted. ``step_kl`` is each step's KL(pi_old || pi_new), averaged
     over contexts. Deterministic for a given (rule, config, seed).
     """
-    rule = RULES[rule_name][0] if isinstance(rule_name, str) else rule_name
+    rule = rule_object(rule_name)
     S, C, V, G = config.seeds, config.contexts, config.vocab, config.group
     gen = torch.Generator().manual_seed(seed)
     rank = torch.arange(1, V + 1, dtype=torch.float64)
@@ -188,20 +189,20 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
     fig, axes = plt.subplots(2, 3, figsize=(17, 9))
     band_plot(axes[0, 0], results, "entropy_given_success",
               "H(token | it paid), nats, log scale",
-              "Entropy of the paying token given success (geometric mean)", log=True)
+              "Entropy of the paying token given success (geometric mean)", STYLES, log=True)
     regrets = {rule: dict(history, regret=regret(history, config))
                for rule, history in results.items()}
     band_plot(axes[0, 1], regrets, "regret", "best reward - expected reward, log scale",
-              "Regret against the best token (geometric mean)", log=True)
+              "Regret against the best token (geometric mean)", STYLES, log=True)
     band_plot(axes[0, 2], results, "tail_mass", "mass on rewarding tail tokens",
               f"Mass on the high-paying tail (pays {config.tail_pay:g}; head pays "
-              f"{config.head_pay:g})")
+              f"{config.head_pay:g})", STYLES)
     ax = axes[1, 0]
     for rule, history in regrets.items():
         mean_regret = nanmean(history["regret"], axis=1)
         entropy = np.exp(nanmean(np.log(np.maximum(history["entropy_given_success"], 1e-12)),
                                  axis=1))
-        ax.plot(np.maximum(mean_regret, 1e-6), entropy, lw=1.8, **RULES[rule][1])
+        ax.plot(np.maximum(mean_regret, 1e-6), entropy, lw=1.8, **STYLES[rule])
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.invert_xaxis()
@@ -215,7 +216,7 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
     for i, (rule, history) in enumerate(results.items()):
         values = [float(nanmean(history[f"clip/pos/{name}"])) for name in names]
         ax.bar(np.arange(len(names)) + i * width, values, width,
-               color=RULES[rule][1]["color"])
+               color=STYLES[rule]["color"])
     ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
     ax.set_ylabel("clipped share of positive-advantage tokens")
     ax.set_title("Upper clips on positive advantage, by old probability", fontsize=11)
@@ -260,17 +261,78 @@ def entropy_at_regret(history, config: BanditConfig, level: float) -> np.ndarray
     return np.where(reached.any(axis=0), values, np.nan)
 
 
+def _bandit_task(task):
+    """One rule's run (all seeds): a module-level function for the process pool."""
+    rule, config, seed = task
+    with one_thread():
+        return run_bandit(rule, config, seed)
+
+
 def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
-                 name="dynamics_bandit", seed=0):
-    """Run every rule, write ``name``.csv and the figure; return (results, summary, paths)."""
-    results = {}
-    with Progress(total=len(rules) * config.steps, desc=name, unit="step") as bar:
-        for rule in rules:
-            bar.set_postfix_str(rule)
-            results[rule], interrupted = run_bandit(rule, config, seed, progress=bar)
-            if interrupted:
-                break
+                 name="dynamics_bandit", seed=0, jobs: int = 1):
+    """Run every rule (``jobs`` processes), write ``name``.csv and the figure;
+    return (results, summary, paths). The results do not depend on ``jobs``."""
+    with Progress(total=len(rules), desc=name, unit="rule") as bar:
+        def done(task, _):
+            bar.set_postfix_str(f"{task[0]} done")
+            bar.update(1)
+
+        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
+    results = {rule: history for rule, (history, _) in zip(rules, runs)}
+    interrupted = any(stopped for _, stopped in runs)
     paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
     suffix = " (interrupted)" if interrupted else ""
     paths += save_figure(figure_bandit(results, config, suffix), out, name)
     return results, summarize_bandit(results), paths
+
+
+#: the high-off-policy stress test's rules: no clip and a loose constant clip
+#: against the fixed clips and the band
+STRESS_RULES = ("no-clip", "constant", "ppo", "clip-higher", "dcpo", "band-kl", "band-tv",
+                "band-chi2")
+
+
+def max_step_kl(history) -> np.ndarray:
+    """Per seed: the largest per-step KL(pi_old || pi_new) of the run (its
+    worst update; lower is more stable)."""
+    return np.nanmax(history["step_kl"], axis=0)
+
+
+def late_regret(history, config: BanditConfig, window: int = 20) -> np.ndarray:
+    """Per seed: regret averaged over the last ``window`` steps."""
+    return nanmean(regret(history, config)[-window:], axis=0)
+
+
+def figure_stress(results: dict, config: BanditConfig):
+    """Per-step KL and regret over training under many updates per batch."""
+    fig, axes = plt.subplots(1, 3, figsize=(17, 4.8))
+    band_plot(axes[0], results, "step_kl", "KL(pi_old || pi_new) per step, log scale",
+              "Size of each update (geometric mean)", STYLES, log=True)
+    regrets = {rule: dict(history, regret=regret(history, config))
+               for rule, history in results.items()}
+    band_plot(axes[1], regrets, "regret", "best reward - expected reward",
+              "Regret against the best token", STYLES)
+    axes[2].axis("off")
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[2].legend(handles, labels, loc="center", fontsize=10, frameon=False,
+                   title=f"clipping rule (Band: delta = {DELTA})")
+    fig.suptitle(f"High-off-policy stress test: the bandit with {config.epochs} epochs per "
+                 f"batch ({config.contexts} contexts, {config.optimizer} lr {config.lr:g}), "
+                 f"{config.seeds} seeds, 95% CI", fontsize=12)
+    fig.tight_layout()
+    return fig
+
+
+def stress_study(config: BanditConfig, rules=STRESS_RULES, out="figures",
+                 name="dynamics_stress", seed=0, jobs: int = 1):
+    """The bandit under many updates per batch: CSV and figure; (results, paths)."""
+    with Progress(total=len(rules), desc=name, unit="rule") as bar:
+        def done(task, _):
+            bar.set_postfix_str(f"{task[0]} done")
+            bar.update(1)
+
+        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
+    results = {rule: history for rule, (history, _) in zip(rules, runs)}
+    paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
+    paths += save_figure(figure_stress(results, config), out, name)
+    return results, paths

@@ -29,9 +29,9 @@ Three results, all computed from the CSV:
 * **the verdict** (:func:`verdict`): at equal reward, does a band's entropy
   (tail mass) exceed the clip rules' beyond the combined CI?
 
-Quick mode (the default) uses a reduced problem and grid and stays under about
-5 minutes on 2 cores; ``full=True`` runs the whole grid on the study's full
-problem (about 40 minutes). Everything is deterministic under the seed.
+Quick mode (the default) uses a reduced problem and grid (seconds); the full
+study runs the whole grid on the study's full problem. Everything is
+deterministic under the seed, whatever the number of processes.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ import numpy as np  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import RULES, mean_and_ci  # noqa: E402
+from .common import mean_and_ci, one_thread, run_tasks, save_figure  # noqa: E402
 from .dynamics import BanditConfig, run_bandit  # noqa: E402
+from .rules import STYLES  # noqa: E402
 
 BANDS = ("band-kl", "band-tv", "band-chi2")
 CLIPS = ("ppo", "clip-higher", "dcpo")
@@ -110,45 +110,41 @@ def _late(history: dict, window: int) -> dict[str, np.ndarray]:
     return late
 
 
-def _run(rule: str, param_name: str, value: float, obj, bandit: BanditConfig,
-         optimizer: str, seed: int, bar) -> list[dict]:
-    history, interrupted = run_bandit(obj, bandit, seed, progress=bar)
-    if interrupted:
-        raise KeyboardInterrupt
+def _task(task) -> list[dict]:
+    """One (rule, value) run over all seeds: a module-level function for the
+    process pool; one row per seed."""
+    rule, param_name, value, obj, bandit, optimizer, seed = task
+    with one_thread():
+        history, _ = run_bandit(obj, bandit, seed)
     late = _late(history, max(bandit.steps // 4, 1))
     return [dict(optimizer=optimizer, rule=rule, param=param_name, value=value, seed=s,
                  **{m: float(late[m][s]) for m in METRICS}) for s in range(bandit.seeds)]
 
 
-def run(config: FrontierConfig, seed: int = 0, progress: bool = True) -> list[dict]:
+def run(config: FrontierConfig, seed: int = 0, progress: bool = True,
+        jobs: int = 1) -> list[dict]:
     """Every rule at every grid value, under each optimiser, then each rule at
     its matched step size; one row per (run, seed). ``kind`` is "grid" or
-    "matched". Ctrl-C stops after the current run, keeping finished rows."""
+    "matched". ``jobs`` processes; the rows do not depend on it."""
     table = grids(config)
-    runs = sum(len(v) for v in table.values()) + len(table) - 1  # grid, then matched
     rows: list[dict] = []
-    with Progress(total=len(config.optimizers) * runs * config.bandit.steps, desc="frontier",
-              unit="step", disable=not progress) as bar:
-        try:
-            for optimizer, lr in config.optimizers:
-                bandit = dataclasses.replace(config.bandit, optimizer=optimizer, lr=lr)
-                grid_rows = []
-                for rule, points in table.items():
-                    for param_name, value, obj in points:
-                        bar.set_postfix_str(f"{optimizer} {rule} {param_name}={value:g}")
-                        grid_rows += _run(rule, param_name, value, obj, bandit, optimizer,
-                                          seed, bar)
-                rows += [dict(r, kind="grid") for r in grid_rows]
-                for rule, matched in matched_values(grid_rows).items():
-                    if matched is None:
-                        continue
-                    bar.set_postfix_str(f"{optimizer} {rule} matched")
-                    name = table[rule][0][0]
-                    rows += [dict(r, kind="matched") for r in
-                             _run(rule, name, matched, _rule_at(rule, matched), bandit,
-                                  optimizer, seed, bar)]
-        except KeyboardInterrupt:
-            pass
+    total = len(config.optimizers) * (sum(len(v) for v in table.values()) + len(table) - 1)
+    with Progress(total=total, desc="frontier", unit="run", disable=not progress) as bar:
+        def done(task, _):
+            bar.set_postfix_str(f"{task[5]} {task[0]} {task[1]}={task[2]:g}")
+            bar.update(1)
+
+        for optimizer, lr in config.optimizers:
+            bandit = dataclasses.replace(config.bandit, optimizer=optimizer, lr=lr)
+            tasks = [(rule, name, value, obj, bandit, optimizer, seed)
+                     for rule, points in table.items() for name, value, obj in points]
+            grid_rows = [r for rows_ in run_tasks(_task, tasks, jobs, done) for r in rows_]
+            rows += [dict(r, kind="grid") for r in grid_rows]
+            tasks = [(rule, table[rule][0][0], matched, _rule_at(rule, matched), bandit,
+                      optimizer, seed)
+                     for rule, matched in matched_values(grid_rows).items() if matched is not None]
+            rows += [dict(r, kind="matched")
+                     for rows_ in run_tasks(_task, tasks, jobs, done) for r in rows_]
     return rows
 
 
@@ -268,7 +264,7 @@ def figure(summary, optimizers: tuple[str, ...]):
                 curve = _curve(summary, optimizer, rule, metric)
                 if curve.size == 0:
                     continue
-                style = {k: v for k, v in RULES[rule][1].items() if k != "zorder"}
+                style = {k: v for k, v in STYLES[rule].items() if k != "zorder"}
                 ax.errorbar(curve[:, 0], curve[:, 2], xerr=curve[:, 1], yerr=curve[:, 3],
                             marker="o", ms=4, capsize=2, lw=1.5, **style)
                 ref = summary.get((optimizer, "grid", *REFERENCE))
@@ -305,10 +301,10 @@ def matched_table(summary, optimizer: str) -> list[tuple]:
 
 
 def study(config: FrontierConfig, out: str = "figures", name: str = "dynamics_frontier",
-          seed: int = 0, progress: bool = True) -> dict[str, Any]:
+          seed: int = 0, progress: bool = True, jobs: int = 1) -> dict[str, Any]:
     """Run, write ``name``.csv and the figure (PNG, PDF); return the summary,
     the verdicts per optimiser and metric, the matched tables and the paths."""
-    rows = run(config, seed, progress)
+    rows = run(config, seed, progress, jobs)
     paths = [write_csv(os.path.join(out, f"{name}.csv"), rows)]
     summary = summarize(rows)
     optimizers = tuple(o for o, _ in config.optimizers if any(r["optimizer"] == o

@@ -1,32 +1,57 @@
-"""The sequence part of the dynamics study: a small transformer, fitted by
-supervised learning, then trained with GRPO under each clipping rule.
+"""The sequence part of the dynamics study: a task whose supervised head is
+wrong on about a quarter of the prompts, so that the correct answers start in
+the tail, then GRPO under each clipping rule.
 
-    python -m analysis.dynamics --part sequence [--full] [--out figures]
+    python -m analysis.dynamics --part sequence [--full] [--out figures] [--jobs N]
 
 Task: the prompt is a target T in 3..27 and an excluded digit E in 1..9; the
 answer is three digits in 1..9 that sum to T without using E; the reward is 1
-if it does. Most of the 217 solvable prompts have many solutions (up to 48):
-several valid paths. The supervised data are skewed the way a pretrained
-model is: for each prompt, 80% of the demonstrations are one canonical answer
-(digits as large as possible, first) and 20% are valid answers drawn
-uniformly. A short supervised fit leaves a policy that is right part of the
-time, prefers the canonical path, and keeps the others in its tail.
+if it does. The supervised data (training prompts only) teach a heuristic, :func:`heuristic`: the
+largest digits first, ignoring E. It is right where its answer avoids E and
+wrong on the rest (about a quarter of the prompts, ``HEAD_RIGHT``). A share
+``heuristic_share`` of the demonstrations is the heuristic's answer, the rest
+valid answers drawn uniformly; after the fit, the correct answers of
+head-wrong prompts carry per-token probabilities of about 0.01-0.1.
 
-GRPO trains on 80% of the prompts; a fixed 20% are held out (the supervised
-fit saw them all, as pretraining sees everything). Every ``eval_every`` steps
-it measures, on the held-out and the training prompts, with k samples per
-prompt: mean@k (the average reward), pass@k (the share of prompts solved at
-least once), the token entropy of the policy along its samples, and the
-number of distinct correct answers. The model, the supervised fit and the
-evaluation randomness are the same for every rule within a seed.
+The prompts are split into train, validation and test (``SPLITS``), stratified
+by whether the head is right. GRPO samples groups on the training prompts,
+normalises the advantages per group, and takes ``epochs`` passes over each
+batch in ``minibatches`` mini-batches. Each rule's hyperparameter is chosen on
+the validation prompts (:func:`select`); the endpoints are read on the test
+prompts.
+
+Every metric is exact: :func:`tree_log_probs` enumerates the answer tree (all
+729 answers of every prompt, from one forward pass over the 81 two-digit
+prefixes), so the success probability s of each prompt is known, pass@k is
+1 - (1 - s)^k, and the entropy splits into that of success and that of the
+answer given success. Clip shares are counted per mini-batch update (where the
+clip zeroes the gradient), by sign of the advantage and old-probability bucket.
+
+The pre-registered endpoints (``ENDPOINTS``, fixed before any run):
+
+(a) ``steps_to_half``: GRPO steps until the correct mass on the head-wrong
+    training prompts reaches 1/2 (linear between evaluations; a run that never
+    gets there counts as ``steps + eval_every``); lower is better.
+(b) ``entropy_at_matched``: entropy of the answer given success on the
+    training prompts at the first moment their success (the current reward)
+    reaches ``matched_success`` (linear between evaluations; NaN if never);
+    higher is better.
+(c) final test success and pass@k, on head-right and on head-wrong prompts
+    (prompts neither the supervised fit nor GRPO saw); higher is better.
+
+(a) and (b) are read on the training prompts because they are about the
+dynamics of what GRPO trains on; (c) asks whether it generalises.
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import itertools
+import math
 import os
+from typing import Any
 
 import matplotlib
 
@@ -36,11 +61,13 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from bandsolve.torch import clipped_surrogate  # noqa: E402
+from bandsolve.torch import ClipHigher, PPOClip, clipped_surrogate  # noqa: E402
+from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .bounds import save_figure  # noqa: E402
-from .common import RULES, band_plot, mean_and_ci, write_csv  # noqa: E402
+from .common import (mean_and_ci, nanmean, one_thread, paired_difference, run_tasks,  # noqa: E402
+                     save_figure)
+from .rules import SEQUENCE_RULES, STYLES, band  # noqa: E402
 
 DIGITS = 9
 LENGTH = 3
@@ -51,44 +78,102 @@ EXCLUDED_TOKEN0 = TARGET_TOKEN0 + len(TARGETS)
 BOS = EXCLUDED_TOKEN0 + DIGITS
 VOCAB = BOS + 1
 PROMPT = 3  # [BOS, T, E]
+#: every answer, in the order of ``tree_log_probs``'s columns (digits 1..9)
+ANSWERS = tuple(itertools.product(range(1, DIGITS + 1), repeat=LENGTH))
 
 
 def _solutions(target, excluded):
-    return [s for s in itertools.product(range(1, DIGITS + 1), repeat=LENGTH)
-            if sum(s) == target and excluded not in s]
+    return [s for s in ANSWERS if sum(s) == target and excluded not in s]
 
 
-def _canonical(target, excluded):
-    """Digits as large as possible, first: the lexicographically largest answer."""
-    return max(_solutions(target, excluded))
+def heuristic(target):
+    """The supervised head: the largest digits first, summing to ``target``,
+    whatever the excluded digit (the lexicographically largest triple)."""
+    return max(s for s in ANSWERS if sum(s) == target)
 
 
 PROBLEMS = tuple((t, e) for t in TARGETS for e in range(1, DIGITS + 1) if _solutions(t, e))
-_HELD_OUT = set(np.random.default_rng(20261202).permutation(len(PROBLEMS))[:len(PROBLEMS) // 5])
-HELD_OUT_PROBLEMS = tuple(p for i, p in enumerate(PROBLEMS) if i in _HELD_OUT)
-TRAIN_PROBLEMS = tuple(p for i, p in enumerate(PROBLEMS) if i not in _HELD_OUT)
+#: whether the heuristic's answer is correct, per problem
+HEAD_RIGHT = tuple(e not in heuristic(t) for t, e in PROBLEMS)
+
+
+@dataclasses.dataclass(frozen=True)
+class Splits:
+    """Indices into ``PROBLEMS``."""
+
+    train: tuple
+    validation: tuple
+    test: tuple
+
+
+def split_problems(shares=(0.6, 0.2, 0.2), seed=20261204) -> Splits:
+    """Train, validation and test, each with the same share of head-wrong
+    prompts (stratified), fixed by ``seed``."""
+    rng = np.random.default_rng(seed)
+    parts: list[list[int]] = [[], [], []]
+    for right in (True, False):
+        members = [i for i, r in enumerate(HEAD_RIGHT) if r == right]
+        members = [members[i] for i in rng.permutation(len(members))]
+        cut1 = round(shares[0] * len(members))
+        cut2 = cut1 + round(shares[1] * len(members))
+        for part, chunk in zip(parts, (members[:cut1], members[cut1:cut2], members[cut2:])):
+            part.extend(chunk)
+    return Splits(*(tuple(sorted(p)) for p in parts))
+
+
+SPLITS = split_problems()
+SPLIT_NAMES = ("train", "validation", "test")
+#: correct[i, j]: answer j solves problem i
+CORRECT = np.array([[sum(a) == t and e not in a for a in ANSWERS] for t, e in PROBLEMS])
 
 
 @dataclasses.dataclass(frozen=True)
 class SequenceConfig:
-    width: int = 64
+    width: int = 32
     layers: int = 2
-    heads: int = 4
-    sft_steps: int = 60
+    heads: int = 2
+    sft_steps: int = 300
     sft_lr: float = 3e-3
-    canonical_share: float = 0.8
+    sft_batch: int = 128
+    #: share of demonstrations that are the heuristic's answer (the rest are
+    #: valid answers drawn uniformly)
+    heuristic_share: float = 0.65
     prompts_per_step: int = 16
-    group: int = 8
-    epochs: int = 4
-    lr: float = 3e-4
-    steps: int = 100
+    group: int = 16
+    epochs: int = 2
+    minibatches: int = 4
+    #: Adam's learning rate, set once: at 1.5e-3 PPO clips about 45% of the
+    #: positive-advantage tokens with p < 0.1 (at 3e-4, 5%); the run reports it
+    lr: float = 1.5e-3
+    steps: int = 60
     eval_every: int = 10
     k: int = 16
     seeds: int = 3
+    #: (b)'s matched level of training success, fixed before the runs (the
+    #: supervised fit starts near 0.6)
+    matched_success: float = 0.7
+    #: the hyperparameter grids chosen among on the validation split
+    ppo_eps: tuple = (0.2,)
+    eps_high: tuple = (0.28,)
+    deltas: tuple = (0.05,)
+    #: the rules run (names of ``SEQUENCE_RULES``)
+    rules: tuple = tuple(SEQUENCE_RULES)
 
 
-SEQUENCE_METRICS = ("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
-                    "heldout_distinct_correct", "train_mean_at_k", "train_entropy", "clipfrac")
+def variants(config: SequenceConfig) -> list[tuple[str, str, float, Any]]:
+    """(rule, hyperparameter, value, rule object) for every run of a seed: the
+    grids of PPO, Clip-Higher and the bands, and the controls at their one
+    setting. No two runs share a rule object (Clip-Higher's eps_high must
+    exceed PPO's 0.2)."""
+    if any(e <= 0.2 for e in config.eps_high):
+        raise ValueError(f"eps_high must exceed 0.2, or Clip-Higher is PPO (got {config.eps_high})")
+    out = [("ppo", "eps", e, PPOClip(e)) for e in config.ppo_eps]
+    out += [("clip-higher", "eps_high", e, ClipHigher(0.2, e)) for e in config.eps_high]
+    for divergence in ("kl", "tv", "chi2"):
+        out += [(f"band-{divergence}", "delta", d, band(divergence, d)) for d in config.deltas]
+    out += [(name, "", math.nan, SEQUENCE_RULES[name][0])
+            for name in ("no-clip", "constant", "ppo-lo+band-hi", "band-lo+ppo-hi", "relax-hull")]
+    return [v for v in out if v[0] in config.rules]
 
 
 class TinyPolicy(nn.Module):
@@ -106,200 +191,417 @@ class TinyPolicy(nn.Module):
                              nn.Transformer.generate_square_subsequent_mask(PROMPT + LENGTH))
 
     def forward(self, tokens):
-        """Logits over the 9 digits at each position."""
+        """Log-probabilities over the 9 digits at each position."""
         n = tokens.shape[1]
         h = self.embed(tokens) + self.position[:n]
         mask: torch.Tensor = self.mask  # type: ignore[assignment]  # a registered buffer
-        return self.head(self.body(h, mask=mask[:n, :n], is_causal=True))
+        return torch.log_softmax(self.head(self.body(h, mask=mask[:n, :n], is_causal=True)), -1)
 
-    def answer_logits(self, tokens):
-        """Logits for the answer digits, given [prompt, answer] tokens."""
-        return self(tokens)[:, PROMPT - 1:-1]
+    def answer_log_probs(self, tokens):
+        """Per-token log-probabilities of the answer digits in [prompt, answer] tokens."""
+        log_pi = self(tokens)[:, PROMPT - 1:-1]
+        return log_pi.gather(2, tokens[:, PROMPT:, None]).squeeze(2)
 
 
-def _prompts(problems):
-    t = torch.tensor([p[0] for p in problems])
-    e = torch.tensor([p[1] for p in problems])
+def _prompts(indices):
+    t = torch.tensor([PROBLEMS[i][0] for i in indices])
+    e = torch.tensor([PROBLEMS[i][1] for i in indices])
     return torch.stack([torch.full_like(t, BOS), TARGET_TOKEN0 + t - TARGETS[0],
                         EXCLUDED_TOKEN0 + e - 1], 1)
 
 
-def _sft_batch(config, gen, size=256):
-    picks = torch.randint(len(PROBLEMS), (size,), generator=gen).tolist()
-    problems = [PROBLEMS[i] for i in picks]
+def _reward(indices, answers):
+    """1 where the digits (0..8 tokens) solve the problem."""
+    column = (answers * torch.tensor([DIGITS * DIGITS, DIGITS, 1])).sum(1)
+    return torch.as_tensor(CORRECT[np.asarray(indices), column.numpy()], dtype=torch.float64)
+
+
+def _sft_batch(config, gen):
+    train = SPLITS.train
+    picks = [train[i] for i in torch.randint(len(train), (config.sft_batch,), generator=gen).tolist()]
     answers = []
-    for problem, canonical in zip(problems, torch.rand(size, generator=gen).tolist()):
-        if canonical < config.canonical_share:
-            answers.append(_canonical(*problem))
+    for i, draw in zip(picks, torch.rand(config.sft_batch, generator=gen).tolist()):
+        target, excluded = PROBLEMS[i]
+        if draw < config.heuristic_share:
+            answers.append(heuristic(target))
         else:
-            options = _solutions(*problem)
+            options = _solutions(target, excluded)
             answers.append(options[int(torch.randint(len(options), (1,), generator=gen))])
-    return _prompts(problems), torch.tensor(answers) - 1
+    return torch.cat([_prompts(picks), torch.tensor(answers) - 1], 1)
 
 
-def supervised_fit(config: SequenceConfig, seed: int) -> TinyPolicy:
+@functools.lru_cache(maxsize=None)
+@one_thread()
+def _supervised_state(config: SequenceConfig, seed: int):
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     model = TinyPolicy(config)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.sft_lr)
     for _ in range(config.sft_steps):
-        prompts, answers = _sft_batch(config, gen)
-        logits = model.answer_logits(torch.cat([prompts, answers], 1))
-        loss = nn.functional.cross_entropy(logits.reshape(-1, DIGITS), answers.reshape(-1))
+        loss = -model.answer_log_probs(_sft_batch(config, gen)).mean()
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
+    return copy.deepcopy(model.state_dict())
+
+
+def supervised_fit(config: SequenceConfig, seed: int) -> TinyPolicy:
+    """The supervised fit of ``seed`` on the training prompts (validation and
+    test prompts stay unseen); computed once per process."""
+    model = TinyPolicy(config)
+    model.load_state_dict(_supervised_state(config, seed))
     return model
 
 
 @torch.no_grad()
+def tree_log_probs(model, indices) -> torch.Tensor:
+    """log pi(answer | prompt) for every problem of ``indices`` (rows) and
+    every answer of ``ANSWERS`` (columns), exactly: one forward pass over the
+    81 two-digit prefixes of each prompt gives the three conditionals."""
+    n = len(indices)
+    pairs = torch.tensor(list(itertools.product(range(DIGITS), repeat=2)))  # (81, 2)
+    tokens = torch.cat([_prompts(indices).repeat_interleave(len(pairs), 0),
+                        pairs.repeat(n, 1)], 1)
+    log_pi = model(tokens).double().reshape(n, DIGITS, DIGITS, PROMPT + 2, DIGITS)
+    first = log_pi[:, 0, 0, PROMPT - 1, :]  # (n, d1)
+    second = log_pi[:, :, 0, PROMPT, :]  # (n, d1, d2)
+    third = log_pi[:, :, :, PROMPT + 1, :]  # (n, d1, d2, d3)
+    total = first[:, :, None, None] + second[:, :, :, None] + third
+    return total.reshape(n, -1)
+
+
+def exact_metrics(model, indices, k) -> dict[str, np.ndarray]:
+    """Per problem: success probability, pass@k, the entropy of success (a
+    Bernoulli) and of the answer given success."""
+    log_p = tree_log_probs(model, indices).numpy()
+    p = np.exp(log_p)
+    correct = CORRECT[np.asarray(indices)]
+    success = np.clip((p * correct).sum(1), 0.0, 1.0)
+    q = np.where(correct, p, 0.0) / np.maximum(success, 1e-300)[:, None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        given = -np.sum(np.where(q > 0, q * np.log(q), 0.0), axis=1)
+        bernoulli = -(np.where(success > 0, success * np.log(success), 0.0)
+                      + np.where(success < 1, (1 - success) * np.log1p(-success), 0.0))
+    return dict(success=success, pass_at_k=1 - (1 - success) ** k,
+                entropy_success=bernoulli, entropy_given_success=given)
+
+
+#: per evaluation: for each split, success (all, head-right, head-wrong),
+#: pass@k (head-right, head-wrong) and the entropies
+EVAL_METRICS = tuple(f"{split}/{name}" for split in SPLIT_NAMES for name in (
+    "success", "success_head_right", "success_head_wrong", "pass_at_k_head_right",
+    "pass_at_k_head_wrong", "entropy_success", "entropy_given_success"))
+SIGNS = ("pos", "neg")
+#: per evaluation window: clip shares (where the clip zeroes the gradient)
+CLIP_METRICS = ("clip/all", "clip/pos/p<0.1",
+                *(f"clip/{sign}/{name}" for sign in SIGNS for name, _, _ in P_BUCKETS))
+METRICS = (*EVAL_METRICS, *CLIP_METRICS)
+
+
+def _evaluate(model, k) -> dict[str, float]:
+    out = {}
+    for split in SPLIT_NAMES:
+        indices = getattr(SPLITS, split)
+        m = exact_metrics(model, indices, k)
+        right = np.array([HEAD_RIGHT[i] for i in indices])
+        out[f"{split}/success"] = float(m["success"].mean())
+        out[f"{split}/success_head_right"] = float(m["success"][right].mean())
+        out[f"{split}/success_head_wrong"] = float(m["success"][~right].mean())
+        out[f"{split}/pass_at_k_head_right"] = float(m["pass_at_k"][right].mean())
+        out[f"{split}/pass_at_k_head_wrong"] = float(m["pass_at_k"][~right].mean())
+        out[f"{split}/entropy_success"] = float(m["entropy_success"].mean())
+        out[f"{split}/entropy_given_success"] = float(m["entropy_given_success"].mean())
+    return out
+
+
+@torch.no_grad()
 def sample(model, prompts, gen):
-    """(answers (n, 3) in 0..8, their log-probs (n, 3), per-position entropies (n, 3))."""
+    """(answers (n, 3) in 0..8, their per-token log-probs (n, 3))."""
     tokens = prompts
-    logps, entropies = [], []
+    logps = []
     for _ in range(LENGTH):
-        log_pi = torch.log_softmax(model(tokens)[:, -1], -1)
+        log_pi = model(tokens)[:, -1]
         choice = torch.multinomial(log_pi.exp(), 1, generator=gen)
         logps.append(log_pi.gather(1, choice))
-        entropies.append(-(log_pi.exp() * log_pi).sum(-1, keepdim=True))
         tokens = torch.cat([tokens, choice], 1)
-    return tokens[:, PROMPT:], torch.cat(logps, 1), torch.cat(entropies, 1)
+    return tokens[:, PROMPT:], torch.cat(logps, 1)
 
 
-def _reward(prompts, answers):
-    """1 where the digits sum to T and avoid E."""
-    targets = prompts[:, 1] - TARGET_TOKEN0 + TARGETS[0]
-    excluded = prompts[:, 2] - EXCLUDED_TOKEN0 + 1
-    digits = answers + 1
-    return ((digits.sum(1) == targets) & (digits != excluded[:, None]).all(1)).double()
+class _ClipCounts:
+    """Clipped and total token counts by sign and p bucket over a window."""
+
+    def __init__(self):
+        self.clipped: dict[str, float] = {m: 0.0 for m in CLIP_METRICS}
+        self.total: dict[str, float] = {m: 0.0 for m in CLIP_METRICS}
+
+    def add(self, clipped, advantage, old):
+        p = old.exp()
+        masks = {"clip/all": advantage != 0, "clip/pos/p<0.1": (advantage > 0) & (p < 0.1)}
+        for sign, among in (("pos", advantage > 0), ("neg", advantage < 0)):
+            for name, low, high in P_BUCKETS:
+                masks[f"clip/{sign}/{name}"] = among & (p >= low) & (p < high)
+        for metric, mask in masks.items():
+            self.clipped[metric] += float((clipped & mask).sum())
+            self.total[metric] += float(mask.sum())
+
+    def shares(self) -> dict[str, float]:
+        out = {m: self.clipped[m] / self.total[m] if self.total[m] else math.nan
+               for m in CLIP_METRICS}
+        self.__init__()
+        return out
 
 
-def evaluate(model, problems, k, gen):
-    """mean@k, pass@k, mean token entropy, and distinct correct answers per prompt."""
-    prompts = _prompts(problems).repeat_interleave(k, 0)
-    answers, _, entropy = sample(model, prompts, gen)
-    reward = _reward(prompts, answers).reshape(len(problems), k)
-    distinct = [len({tuple(a) for a, r in zip(answers[i * k:(i + 1) * k].tolist(),
-                                              reward[i].tolist()) if r})
-                for i in range(len(problems))]
-    return (float(reward.mean()), float((reward.max(1).values > 0).double().mean()),
-            float(entropy.mean()), float(np.mean(distinct)))
-
-
-def grpo(model, rule_name, config: SequenceConfig, seed: int, progress=None):
-    """Train ``model`` in place; return {metric: list per evaluation} and whether interrupted."""
-    rule = RULES[rule_name][0]
+def grpo(model, rule, config: SequenceConfig, seed: int, progress=None):
+    """Train ``model`` in place with ``rule`` (an object with ``bounds``);
+    return {metric: list per evaluation} (evaluation 0 is the supervised fit;
+    its clip shares are NaN)."""
     gen = torch.Generator().manual_seed(1000 + seed)
-    eval_gen = torch.Generator()
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr)
-    history: dict[str, list] = {name: [] for name in SEQUENCE_METRICS}
-    clipfrac: list = []
+    history: dict[str, list] = {name: [] for name in METRICS}
+    counts = _ClipCounts()
+    train = SPLITS.train
+    size = config.prompts_per_step * config.group
 
     def record():
-        eval_gen.manual_seed(2000 + seed)  # the same evaluation samples' randomness each time
-        held = evaluate(model, HELD_OUT_PROBLEMS, config.k, eval_gen)
-        train = evaluate(model, TRAIN_PROBLEMS, config.k, eval_gen)
-        for name, value in zip(("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
-                                "heldout_distinct_correct"), held):
+        for name, value in {**_evaluate(model, config.k), **counts.shares()}.items():
             history[name].append(value)
-        history["train_mean_at_k"].append(train[0])
-        history["train_entropy"].append(train[2])
-        history["clipfrac"].append(float(np.mean(clipfrac)) if clipfrac else 0.0)
-        clipfrac.clear()
 
-    try:
-        record()
-        for step in range(1, config.steps + 1):
-            picks = torch.randint(len(TRAIN_PROBLEMS), (config.prompts_per_step,),
-                                  generator=gen).tolist()
-            prompts = _prompts([TRAIN_PROBLEMS[i] for i in picks]).repeat_interleave(
-                config.group, 0)
-            answers, old, _ = sample(model, prompts, gen)
-            reward = _reward(prompts, answers).reshape(-1, config.group)
-            advantage = ((reward - reward.mean(1, keepdim=True))
-                         / (reward.std(1, keepdim=True) + 1e-6)).reshape(-1, 1).expand(-1, LENGTH)
-            lower, upper = (b.double() for b in rule.bounds(old.double()))
-            tokens = torch.cat([prompts, answers], 1)
-            for _ in range(config.epochs):
-                log_pi = torch.log_softmax(model.answer_logits(tokens), -1)
-                new = log_pi.gather(2, answers.unsqueeze(2)).squeeze(2).double()
-                ratio = torch.exp(new - old.double())
-                loss = clipped_surrogate(ratio, advantage, lower, upper).mean()
+    record()
+    for step in range(1, config.steps + 1):
+        picks = torch.randint(len(train), (config.prompts_per_step,), generator=gen)
+        indices = [train[i] for i in picks.repeat_interleave(config.group).tolist()]
+        prompts = _prompts(indices)
+        answers, old = sample(model, prompts, gen)
+        old = old.double()
+        reward = _reward(indices, answers).reshape(-1, config.group)
+        advantage = ((reward - reward.mean(1, keepdim=True))
+                     / (reward.std(1, keepdim=True) + 1e-6)).reshape(-1, 1).expand(-1, LENGTH)
+        lower, upper = (b.double() for b in rule.bounds(old))
+        tokens = torch.cat([prompts, answers], 1)
+        for _ in range(config.epochs):
+            for batch in torch.randperm(size, generator=gen).chunk(config.minibatches):
+                new = model.answer_log_probs(tokens[batch]).double()
+                ratio = torch.exp(new - old[batch])
+                loss = clipped_surrogate(ratio, advantage[batch], lower[batch],
+                                         upper[batch]).mean()
                 optimizer.zero_grad()
                 loss.backward()
                 optimizer.step()
-            with torch.no_grad():
-                clipped = ((ratio > upper) & (advantage > 0)) | ((ratio < lower) & (advantage < 0))
-                clipfrac.append(float(clipped.double().mean()))
-            if step % config.eval_every == 0:
-                record()
-            if progress is not None:
-                progress.update(1)
-    except KeyboardInterrupt:
-        return history, True
-    return history, False
+                with torch.no_grad():
+                    a = advantage[batch]
+                    clipped = ((ratio > upper[batch]) & (a > 0)) | ((ratio < lower[batch]) & (a < 0))
+                    counts.add(clipped, a, old[batch])
+        if step % config.eval_every == 0:
+            record()
+        if progress is not None:
+            progress.update(1)
+    return history
 
 
-def sequence_study(config: SequenceConfig, rules=tuple(RULES), out="figures",
-                   name="dynamics_sequence"):
-    """Every rule and seed from one supervised fit per seed; CSV, figure, summary."""
-    per_rule: dict[str, list] = {rule: [] for rule in rules}
-    interrupted = False
-    with Progress(total=config.seeds * (len(rules) * config.steps), desc=name,
-                  unit="step") as bar:
-        for seed in range(config.seeds):
-            bar.set_postfix_str(f"seed {seed}: supervised fit")
-            base = supervised_fit(config, seed)
-            for rule in rules:
-                bar.set_postfix_str(f"seed {seed}: {rule}")
-                history, interrupted = grpo(copy.deepcopy(base), rule, config, seed, bar)
-                per_rule[rule].append(history)
-                if interrupted:
-                    break
-            if interrupted:
-                break
-    results = {}
-    for rule, runs in per_rule.items():
-        if not runs:
+def _run_task(task) -> dict[str, np.ndarray]:
+    """One (variant, seed) run: a module-level function for the process pool."""
+    config, rule, seed, _ = task
+    with one_thread():
+        torch.manual_seed(seed)
+        history = grpo(supervised_fit(config, seed), rule, config, seed)
+    return {m: np.asarray(v, dtype=float) for m, v in history.items()}
+
+
+def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence",
+        on_done=None):
+    """Every variant of :func:`variants` at every seed; returns
+    {(rule, value): {metric: array (evaluations, seeds)}}. Deterministic under
+    the seeds, whatever ``jobs``. ``on_done(label, seed, history)`` is called
+    as each run finishes."""
+    runs = variants(config)
+    tasks = [(config, obj, seed, f"{rule} {value:g}".removesuffix(" nan"))
+             for seed in range(config.seeds) for rule, _, value, obj in runs]
+    labels = [(rule, value) for _ in range(config.seeds) for rule, _, value, _ in runs]
+    with Progress(total=len(tasks), desc=name, unit="run") as bar:
+        def done(task, history):
+            bar.set_postfix_str(f"seed {task[2]}: {task[3]} done")
+            bar.update(1)
+            if on_done is not None:
+                on_done(task[3], task[2], history)
+
+        histories = run_tasks(_run_task, tasks, jobs, done)
+    results: dict[tuple, dict[str, Any]] = {}
+    for label, history in zip(labels, histories):
+        results.setdefault(label, []).append(history)
+    return {label: {m: np.stack([h[m] for h in per_seed], 1) for m in METRICS}
+            for label, per_seed in results.items()}
+
+
+def select(results, split: str = "validation") -> dict[str, tuple[float, dict]]:
+    """Per rule, the grid value whose final success on ``split`` is highest
+    (mean over seeds; the smaller value on a tie): rule -> (value, history)."""
+    out: dict[str, tuple[float, dict]] = {}
+    for (rule, value), history in results.items():
+        score = float(np.mean(history[f"{split}/success"][-1]))
+        best = out.get(rule)
+        if best is None or score > best[2] or (score == best[2] and value < best[0]):
+            out[rule] = (value, history, score)  # type: ignore[assignment]
+    order = list(SEQUENCE_RULES)
+    return {rule: out[rule][:2] for rule in sorted(out, key=order.index)}
+
+
+def _first_crossing(x, values, level):
+    """Per seed (columns): the x where ``values`` first reaches ``level``,
+    linear between points; NaN where it never does."""
+    out = np.full(values.shape[1], np.nan)
+    for s in range(values.shape[1]):
+        above = np.flatnonzero(values[:, s] >= level)
+        if above.size == 0:
             continue
-        length = min(len(r[SEQUENCE_METRICS[0]]) for r in runs)
-        results[rule] = {m: np.array([r[m][:length] for r in runs]).T for m in SEQUENCE_METRICS}
-    paths = [write_csv(os.path.join(out, f"{name}.csv"), results, SEQUENCE_METRICS)]
-    paths += save_figure(figure_sequence(results, config, interrupted), out, name)
-    return results, summarize_sequence(results), paths
+        i = above[0]
+        if i == 0:
+            out[s] = x[0]
+            continue
+        v0, v1 = values[i - 1, s], values[i, s]
+        out[s] = x[i - 1] + (level - v0) / (v1 - v0) * (x[i] - x[i - 1])
+    return out
 
 
-def figure_sequence(results, config: SequenceConfig, interrupted=False):
-    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
-    panels = [("heldout_mean_at_k", f"mean@{config.k}", "Held-out prompts: mean@k", False),
-              ("heldout_pass_at_k", f"pass@{config.k}", "Held-out prompts: pass@k", False),
-              ("heldout_entropy", "token entropy (nats, log scale)",
-               "Held-out prompts: policy entropy", True),
-              ("heldout_distinct_correct", f"distinct correct answers in {config.k}",
-               "Held-out prompts: diversity of correct answers", False),
-              ("train_mean_at_k", f"mean@{config.k}", "Training prompts: mean@k", False)]
-    evaluations = len(next(iter(results.values()))[SEQUENCE_METRICS[0]]) if results else 0
-    steps = config.eval_every * np.arange(evaluations)
-    for ax, (metric, ylabel, title, log) in zip(axes.flat, panels):
-        band_plot(ax, results, metric, ylabel, title, log=log, x=steps,
-                   xlabel="GRPO step (0: after the supervised fit)")
+def _interpolate_at(x, values, other, level):
+    """Per seed: ``other`` at the first crossing of ``level`` by ``values``."""
+    at = _first_crossing(x, values, level)
+    return np.array([np.interp(a, x, other[:, s]) if np.isfinite(a) else np.nan
+                     for s, a in enumerate(at)])
+
+
+def steps_to_half(history, config: SequenceConfig) -> np.ndarray:
+    """(a) per seed: GRPO steps until the correct mass on the training split's
+    head-wrong prompts is 1/2 (``steps + eval_every`` for a run that never
+    gets there)."""
+    x = config.eval_every * np.arange(history["train/success"].shape[0])
+    at = _first_crossing(x, history["train/success_head_wrong"], 0.5)
+    return np.where(np.isfinite(at), at, config.steps + config.eval_every)
+
+
+def entropy_at_matched(history, config: SequenceConfig) -> np.ndarray:
+    """(b) per seed: the entropy of the answer given success on the training
+    prompts where their success (the current reward) first reaches
+    ``config.matched_success`` (NaN if it never does)."""
+    x = config.eval_every * np.arange(history["train/success"].shape[0])
+    return _interpolate_at(x, history["train/success"], history["train/entropy_given_success"],
+                           config.matched_success)
+
+
+#: name -> (what it reads, +1 if higher is better, -1 if lower is)
+ENDPOINTS: dict[str, tuple[Any, int]] = {
+    "(a) steps to half the correct mass, head-wrong": (steps_to_half, -1),
+    "(b) H(answer | success) at matched training success": (entropy_at_matched, +1),
+    "(c) final test success, head-right":
+        (lambda h, c: h["test/success_head_right"][-1], +1),
+    "(c) final test success, head-wrong":
+        (lambda h, c: h["test/success_head_wrong"][-1], +1),
+    "(c) final test pass@k, head-right":
+        (lambda h, c: h["test/pass_at_k_head_right"][-1], +1),
+    "(c) final test pass@k, head-wrong":
+        (lambda h, c: h["test/pass_at_k_head_wrong"][-1], +1),
+}
+
+
+def clip_binding(history) -> dict[str, float]:
+    """How often the clip binds over the run: the share of all signed tokens
+    clipped, and of the positive-advantage tokens with p < 0.1."""
+    return {m: float(nanmean(history[m][1:])) for m in ("clip/all", "clip/pos/p<0.1")}
+
+
+def write_csv(path, results) -> str:
+    """One row per (rule, value, seed, evaluation) with every metric."""
+    import csv
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w", newline="") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["rule", "value", "seed", "evaluation", *METRICS])
+        for (rule, value), history in results.items():
+            evaluations, seeds = history[METRICS[0]].shape
+            for s in range(seeds):
+                for t in range(evaluations):
+                    writer.writerow([rule, f"{value:g}", s, t,
+                                     *(f"{history[m][t, s]:.6g}" for m in METRICS)])
+    return path
+
+
+def figure_sequence(selected, config: SequenceConfig):
+    """The selected run of each rule: test head-wrong correct mass and
+    head-right success over training, H(answer | success) against current
+    test success, and the positive-advantage clip shares by p bucket."""
+    fig, axes = plt.subplots(2, 3, figsize=(18, 9.5))
+    evaluations = next(iter(selected.values()))[1]["test/success"].shape[0]
+    x = config.eval_every * np.arange(evaluations)
+    panels = [("train/success_head_wrong", "correct mass (mean over prompts)",
+               "Training head-wrong prompts: correct mass (endpoint a at 1/2)"),
+              ("test/success_head_wrong", "correct mass (mean over prompts)",
+               "Test head-wrong prompts (unseen): correct mass"),
+              ("test/success_head_right", "success probability",
+               "Test head-right prompts (unseen): success probability")]
+    for ax, (metric, ylabel, title) in zip(axes[0], panels):
+        for rule, (_, history) in selected.items():
+            mean, ci = mean_and_ci(history[metric])
+            ax.plot(x, mean, lw=1.6, **STYLES[rule])
+            ax.fill_between(x, mean - ci, mean + ci, color=STYLES[rule]["color"], alpha=0.12,
+                            lw=0)
+        ax.set(title=title, xlabel="GRPO step (0: after the supervised fit)", ylabel=ylabel)
+        ax.grid(True, alpha=0.3)
+    axes[0, 0].axhline(0.5, color="k", lw=0.8, ls=":")
+    ax = axes[1, 0]
+    for rule, (_, history) in selected.items():
+        ax.plot(nanmean(history["train/success"], axis=1),
+                nanmean(history["train/entropy_given_success"], axis=1), lw=1.6, marker=".",
+                **STYLES[rule])
+    ax.axvline(config.matched_success, color="k", lw=0.8, ls=":")
+    ax.set(title="Training prompts: H(answer | success) against current reward (b at the line)",
+           xlabel="success probability on training prompts (a line joins a rule's evaluations)",
+           ylabel="H(answer | success), nats")
+    ax.grid(True, alpha=0.3)
+    ax = axes[1, 1]
+    names = [name for name, _, _ in P_BUCKETS]
+    width = 0.8 / len(selected)
+    for i, (rule, (_, history)) in enumerate(selected.items()):
+        values = [float(nanmean(history[f"clip/pos/{name}"][1:])) for name in names]
+        ax.bar(np.arange(len(names)) + i * width, values, width, color=STYLES[rule]["color"])
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
+    ax.set(title="Clipped share of positive-advantage tokens, by old probability",
+           ylabel="clipped share (per mini-batch update)")
+    ax.grid(True, axis="y", alpha=0.3)
     axes[1, 2].axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    axes[1, 2].legend(handles, labels, loc="center", fontsize=11, frameon=False,
-                      title="clipping rule (Band: delta = 0.05)")
-    suffix = " (interrupted)" if interrupted else ""
-    fig.suptitle(f"Sequence task: three digits that sum to T without E, a {config.layers}-layer "
-                 f"transformer after SFT, GRPO ({config.group} samples, {config.epochs} "
-                 f"epochs), {config.seeds} seeds, 95% CI{suffix}", fontsize=13)
+    chosen = {rule: value for rule, (value, _) in selected.items()}
+    labels = [f"{label} ({'chosen ' if np.isfinite(v) else ''}{v:g})" if np.isfinite(v)
+              else label for label, v in zip(labels, chosen.values())]
+    axes[1, 2].legend(handles, labels, loc="center", fontsize=10, frameon=False,
+                      title="rule (hyperparameter chosen on validation)")
+    fig.suptitle(f"Sequence task with a wrong head: three digits summing to T without E; "
+                 f"{config.layers}-layer transformer after SFT, GRPO ({config.group} samples, "
+                 f"{config.epochs} epochs x {config.minibatches} mini-batches), "
+                 f"{config.seeds} seeds, exact metrics, 95% CI", fontsize=12)
     fig.tight_layout()
     return fig
 
 
-def summarize_sequence(results):
-    """Per rule, at the last evaluation: mean and 95% CI over seeds."""
-    summary = {}
-    for rule, history in results.items():
-        summary[rule] = {m: tuple(float(x[0]) for x in mean_and_ci(history[m][-1:]))
-                         for m in ("heldout_mean_at_k", "heldout_pass_at_k", "heldout_entropy",
-                                   "heldout_distinct_correct", "train_mean_at_k")}
-    return summary
+def sequence_study(config: SequenceConfig, out="figures", name="dynamics_sequence",
+                   jobs: int = 1):
+    """Run every variant, choose on validation, write CSV and figure; return
+    (all results, the selected run per rule, paths)."""
+    results = run(config, jobs, name)
+    selected = select(results)
+    paths = [write_csv(os.path.join(out, f"{name}.csv"), results)]
+    paths += save_figure(figure_sequence(selected, config), out, name)
+    return results, selected, paths
+
+
+def paired_endpoints(selected, config: SequenceConfig, treated: str,
+                     control: str) -> dict[str, dict | None]:
+    """Each endpoint of ``ENDPOINTS`` as a paired difference over seeds,
+    oriented so that a positive mean favours ``treated`` (for (a), fewer
+    steps); None where fewer than 2 seeds give both rules a value."""
+    out: dict[str, dict | None] = {}
+    for name, (read, direction) in ENDPOINTS.items():
+        a = direction * np.asarray(read(selected[treated][1], config), dtype=float)
+        b = direction * np.asarray(read(selected[control][1], config), dtype=float)
+        both = np.isfinite(a) & np.isfinite(b)
+        out[name] = paired_difference(a[both], b[both]) if both.sum() >= 2 else None
+    return out

@@ -1,6 +1,7 @@
 """The dynamics study's configurations and its command line.
 
     python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier] [--out figures]
+                                [--jobs N]
 
 A :class:`StudyConfig` (frozen) holds one configuration per part; it is
 passed to every run, never read from a module global, so that a test passes a
@@ -13,6 +14,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from . import frontier, sequence
+from .common import mean_and_ci
 from .dynamics import BanditConfig, bandit_study
 from .frontier import FrontierConfig
 from .sequence import SequenceConfig
@@ -25,26 +28,33 @@ class StudyConfig:
     bandit_adam: BanditConfig | None
     frontier: FrontierConfig
     sequence: SequenceConfig
+    #: the high-off-policy stress test: the bandit with many epochs per batch
+    #: (None: not run)
+    stress: BanditConfig | None = None
 
 
 def quick_study() -> StudyConfig:
-    """The default: a few minutes on 2 cores."""
-    # the frontier's grids reach down to steps smaller than PPO's at eps = 0.2
-    # (a band lets tail tokens move, so its per-step KL at delta = 0.01 is
-    # already above PPO's)
+    """The default: about 3 minutes on 2 idle cores (docs/reproduce.md has the
+    measured parts). The sequence task runs PPO, Clip-Higher, Band-KL, no
+    clip and the constant [0.8, 10] clip at one setting each; the full study
+    runs every rule and control over grids."""
     return StudyConfig(
-        bandit=BanditConfig(contexts=16, steps=100, seeds=5),
+        bandit=BanditConfig(contexts=16, steps=80, seeds=5),
         bandit_adam=None,
-        # the bandit settles within about 60 steps (figures/dynamics_bandit.png)
-        frontier=FrontierConfig(BanditConfig(contexts=8, steps=80, seeds=4),
+        # the frontier's grids reach down to steps smaller than PPO's at eps = 0.2
+        # (a band lets tail tokens move, so its per-step KL at delta = 0.01 is
+        # already above PPO's)
+        frontier=FrontierConfig(BanditConfig(contexts=8, steps=60, seeds=3),
                                 optimizers=(("sgd", 2.5),),
                                 eps=(0.1, 0.2, 0.4), eps_high=(0.28, 0.6),
                                 dcpo_scale=(0.5, 2.0), deltas=(0.01, 0.05, 0.2)),
-        sequence=SequenceConfig(steps=60, seeds=3))
+        sequence=SequenceConfig(steps=40, seeds=4,
+                                rules=("no-clip", "ppo", "clip-higher", "band-kl", "constant")),
+        stress=BanditConfig(contexts=16, steps=60, seeds=5, epochs=32))
 
 
 def full_study() -> StudyConfig:
-    """The long run: about an hour on 2 cores."""
+    """The long run: about an hour on 2 cores, minutes with ``--jobs 16``."""
     return StudyConfig(
         bandit=BanditConfig(steps=600, seeds=10),
         bandit_adam=BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05),
@@ -52,22 +62,25 @@ def full_study() -> StudyConfig:
                                 eps=(0.05, 0.1, 0.2, 0.3, 0.5), eps_high=(0.28, 0.4, 0.6),
                                 dcpo_scale=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
                                 deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2)),
-        sequence=SequenceConfig(steps=300, seeds=6, k=32, eval_every=10))
+        sequence=SequenceConfig(steps=200, seeds=8, eval_every=10, ppo_eps=(0.1, 0.2, 0.3),
+                                eps_high=(0.28, 0.4), deltas=(0.02, 0.05, 0.1)),
+        stress=BanditConfig(steps=200, seeds=10, epochs=32))
 
 
 def main(argv=None) -> int:
-    from . import frontier, sequence
-
     parser = argparse.ArgumentParser(description="Entropy-collapse dynamics study")
     parser.add_argument("--full", action="store_true", help="more seeds and steps")
     parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier"),
                         default="both", help="both: bandit and sequence; frontier: every "
                                              "rule over its own hyperparameter")
     parser.add_argument("--out", default="figures")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes (runs are seeded per task: the results do not "
+                             "depend on it)")
     args = parser.parse_args(argv)
     config = full_study() if args.full else quick_study()
     if args.part == "frontier":
-        result = frontier.study(config.frontier, out=args.out)
+        result = frontier.study(config.frontier, out=args.out, jobs=args.jobs)
         print("\n".join(result["paths"]))
         for (optimizer, metric), v in result["verdicts"].items():
             print(f"{optimizer} {metric}: the band frontier {v['verdict']} ({v['higher']} higher, "
@@ -78,15 +91,16 @@ def main(argv=None) -> int:
                              ("dynamics_bandit_adam", config.bandit_adam)):
             if bandit is None:
                 continue
-            _, summary, paths = bandit_study(bandit, out=args.out, name=name)
+            _, summary, paths = bandit_study(bandit, out=args.out, name=name, jobs=args.jobs)
             print("\n".join(paths))
             for rule, row in summary.items():
                 print(f"{rule:12s} " + "  ".join(f"{k} {v[0]:.3f} [{v[1]:.3f}, {v[2]:.3f}]"
                                                   for k, v in row.items()))
     if args.part in ("sequence", "both"):
-        _, summary, paths = sequence.sequence_study(config.sequence, out=args.out)
+        _, selected, paths = sequence.sequence_study(config.sequence, out=args.out,
+                                                     jobs=args.jobs)
         print("\n".join(paths))
-        for rule, row in summary.items():
-            print(f"{rule:12s} " + "  ".join(f"{k} {v[0]:.3f} ± {v[1]:.3f}"
-                                              for k, v in row.items()))
+        for rule, (value, history) in selected.items():
+            mean, ci = mean_and_ci(history["test/success"][-1:])
+            print(f"{rule:16s} chosen {value:g}: final test success {mean[0]:.3f} ± {ci[0]:.3f}")
     return 0
