@@ -13,7 +13,10 @@ written row by row as it goes, so a run cut short keeps what finished.
 2. The sequence task with a wrong head (``bandsolve.analysis.sequence``)
    scaled up: every rule and control at 16 seeds at once, one process per
    core (the policy is tiny, so the host's cores run it), a row per finished
-   run, then the pre-registered endpoints as paired differences.
+   run, then the pre-registered endpoints as paired differences. Sized from
+   a run measured on one CPU core here (about 16 s of CPU per 150-step run,
+   5 s per supervised fit): 160 runs on 16 cores take about 3 minutes. Not
+   yet timed on the GPU machine itself.
 
 Rows: part, name, dtype, tokens, ms (median of the repeats) or the study's
 summary numbers.

@@ -1,3 +1,4 @@
 from bandsolve.paper_repro.repro import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not in a --jobs worker that re-imports the main module
+    raise SystemExit(main())

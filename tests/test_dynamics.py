@@ -326,3 +326,15 @@ def test_cluster_bootstrap_resamples_whole_seeds():
     mean, low, high = common.cluster_bootstrap([0.0, 1.0, 0.0, 1.0], draws=4000)
     assert mean == 0.5 and 0.0 <= low < 0.5 < high <= 1.0
     assert common.cluster_bootstrap([0.3, 0.3, 0.3]) == (pytest.approx(0.3),) * 3
+
+
+def test_bandit_study_results_do_not_depend_on_jobs(tmp_path):
+    one, _, _ = dynamics.bandit_study(TINY_BANDIT, rules=("ppo", "band-kl"),
+                                      out=str(tmp_path / "one"), jobs=1)
+    two, _, _ = dynamics.bandit_study(TINY_BANDIT, rules=("ppo", "band-kl"),
+                                      out=str(tmp_path / "two"), jobs=2)
+    for rule in one:
+        for metric in dynamics.BANDIT_METRICS:
+            np.testing.assert_array_equal(one[rule][metric], two[rule][metric])
+    assert (tmp_path / "one" / "dynamics_bandit.csv").read_text() == \
+        (tmp_path / "two" / "dynamics_bandit.csv").read_text()

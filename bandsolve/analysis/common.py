@@ -12,11 +12,13 @@ import math
 import multiprocessing
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
+
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
 
 def nanmean(values, axis=None):
     """np.nanmean without its warning for all-NaN slices (an empty p bucket): NaN."""

@@ -53,8 +53,7 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import (band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks,  # noqa: E402
-                     save_figure, write_csv)
+from .common import band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks, save_figure, write_csv  # noqa: E402
 from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 

@@ -65,8 +65,7 @@ from bandsolve.torch import ClipHigher, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import (mean_and_ci, nanmean, one_thread, paired_difference, run_tasks,  # noqa: E402
-                     save_figure)
+from .common import mean_and_ci, nanmean, one_thread, paired_difference, run_tasks, save_figure  # noqa: E402
 from .rules import SEQUENCE_RULES, STYLES, band  # noqa: E402
 
 DIGITS = 9
@@ -167,7 +166,8 @@ def variants(config: SequenceConfig) -> list[tuple[str, str, float, Any]]:
     exceed PPO's 0.2)."""
     if any(e <= 0.2 for e in config.eps_high):
         raise ValueError(f"eps_high must exceed 0.2, or Clip-Higher is PPO (got {config.eps_high})")
-    out = [("ppo", "eps", e, PPOClip(e)) for e in config.ppo_eps]
+    out: list[tuple[str, str, float, Any]] = [("ppo", "eps", e, PPOClip(e))
+                                              for e in config.ppo_eps]
     out += [("clip-higher", "eps_high", e, ClipHigher(0.2, e)) for e in config.eps_high]
     for divergence in ("kl", "tv", "chi2"):
         out += [(f"band-{divergence}", "delta", d, band(divergence, d)) for d in config.deltas]
@@ -230,7 +230,7 @@ def _sft_batch(config, gen):
     return torch.cat([_prompts(picks), torch.tensor(answers) - 1], 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 @one_thread()
 def _supervised_state(config: SequenceConfig, seed: int):
     torch.manual_seed(seed)
@@ -345,9 +345,11 @@ class _ClipCounts:
             self.total[metric] += float(mask.sum())
 
     def shares(self) -> dict[str, float]:
+        """The window's shares (NaN where no token fell in a class); starts a new window."""
         out = {m: self.clipped[m] / self.total[m] if self.total[m] else math.nan
                for m in CLIP_METRICS}
-        self.__init__()
+        self.clipped = dict.fromkeys(CLIP_METRICS, 0.0)
+        self.total = dict.fromkeys(CLIP_METRICS, 0.0)
         return out
 
 
@@ -425,7 +427,7 @@ def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence",
                 on_done(task[3], task[2], history)
 
         histories = run_tasks(_run_task, tasks, jobs, done)
-    results: dict[tuple, dict[str, Any]] = {}
+    results: dict[tuple, list[dict[str, np.ndarray]]] = {}
     for label, history in zip(labels, histories):
         results.setdefault(label, []).append(history)
     return {label: {m: np.stack([h[m] for h in per_seed], 1) for m in METRICS}
@@ -435,12 +437,12 @@ def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence",
 def select(results, split: str = "validation") -> dict[str, tuple[float, dict]]:
     """Per rule, the grid value whose final success on ``split`` is highest
     (mean over seeds; the smaller value on a tie): rule -> (value, history)."""
-    out: dict[str, tuple[float, dict]] = {}
+    out: dict[str, tuple[float, dict, float]] = {}
     for (rule, value), history in results.items():
         score = float(np.mean(history[f"{split}/success"][-1]))
         best = out.get(rule)
         if best is None or score > best[2] or (score == best[2] and value < best[0]):
-            out[rule] = (value, history, score)  # type: ignore[assignment]
+            out[rule] = (value, history, score)
     order = list(SEQUENCE_RULES)
     return {rule: out[rule][:2] for rule in sorted(out, key=order.index)}
 

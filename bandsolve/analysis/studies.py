@@ -54,7 +54,8 @@ def quick_study() -> StudyConfig:
 
 
 def full_study() -> StudyConfig:
-    """The long run: about an hour on 2 cores, minutes with ``--jobs 16``."""
+    """The long run: about 65 minutes of CPU time (docs/reproduce.md), so about
+    35 minutes with ``--jobs 2`` on 2 cores and about 7 with ``--jobs 16``."""
     return StudyConfig(
         bandit=BanditConfig(steps=600, seeds=10),
         bandit_adam=BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05),
@@ -64,7 +65,7 @@ def full_study() -> StudyConfig:
                                 deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2)),
         sequence=SequenceConfig(steps=200, seeds=8, eval_every=10, ppo_eps=(0.1, 0.2, 0.3),
                                 eps_high=(0.28, 0.4), deltas=(0.02, 0.05, 0.1)),
-        stress=BanditConfig(steps=200, seeds=10, epochs=32))
+        stress=BanditConfig(steps=100, seeds=10, epochs=32))
 
 
 def main(argv=None) -> int:

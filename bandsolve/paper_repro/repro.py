@@ -389,8 +389,8 @@ def dynamics_claims(out, config, jobs: int = 1):
         for name, diff in sequence.paired_endpoints(selected, seq_config, "band-kl",
                                                     control).items():
             tests[f"{name} vs {control}"] = diff
-    names = [n for n, d in tests.items() if d is not None]
-    adjusted = dict(zip(names, holm([tests[n]["p"] for n in names])))
+    present = {n: d for n, d in tests.items() if d is not None}
+    adjusted = dict(zip(present, holm([d["p"] for d in present.values()])))
 
     def effect(name):
         d = tests[name]
