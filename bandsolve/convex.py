@@ -13,7 +13,7 @@ relative to that measure (a *chart*):
 * r = anchor + step x, with step = r_est - 1 (upper), -(1 - r_est) (lower,
   r_est > 1/2) or r_est (lower, r_est <= 1/2): x is 1 at the optimum;
 * r = exp(y0 + x) for a lower bound <= 1/2 of a divergence with a log form
-  (kl, neyman_chi2, alpha with a < 0: ``_convex_forms``), whose lower bounds
+  (kl, neyman_chi2, alpha with a < 0: ``Divergence.convex_log``), whose lower bounds
   reach far below the float64 range.
 
 The estimate r_est is the fast path's (:func:`bandsolve.band`); a poor one
@@ -42,9 +42,8 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike
 
-from . import _convex_forms as forms
 from . import _validate, api, certificate
-from .divergences import Divergence, DivergenceLike, get_divergence
+from .divergences import Divergence, DivergenceLike, LogForm, get_divergence
 
 __all__ = ["band", "simplex_band", "ConvexBand", "ConvexSolveError", "SOLVER_LADDER",
            "ACCEPT_WIDTH"]
@@ -117,7 +116,7 @@ def _scalar(value) -> float:
 def _require_form(div: Divergence) -> None:
     if div.convex_generator is None:
         raise ValueError(f"divergence {div.name!r} has no convex form; pass convex_generator= "
-                         "to Divergence.from_generator (see bandsolve._convex_forms)")
+                         "to Divergence.from_generator (see docs/divergences.md)")
 
 
 # --- charts ------------------------------------------------------------------
@@ -184,10 +183,26 @@ def _same_chart(a: _Chart, b: _Chart) -> bool:
 
 # --- the pieces of a program -------------------------------------------------
 
+def _log_form(div: Divergence) -> LogForm | None:
+    """The divergence's log form, where it has one.
+
+    For a generator with a finite slope f'(inf), the reduced generator
+    h(u) = f(u) - f'(inf) (u - 1) is convex and nonincreasing, and h(e^y) is
+    convex in y. Since sum_b pi_old(b) (w_b - 1) = 0, D_f = sum_b pi_old(b)
+    h(w_b): a lower bound near 0 can be solved for y = log r, whose absolute
+    tolerance is a relative one on r, down to ratios below the float64 range
+    (kl's lower bound, exp(-delta/p), reaches 1e-4343 at p = 1e-5). The
+    other tokens enter through h too: nonincreasing, so the mass constraint,
+    which e^y makes convex, may be relaxed to <= 1 without changing the
+    optimum.
+    """
+    return None if div.convex_log is None else div.convex_log(div.parameter)
+
+
 def _perspective(div: Divergence):
-    """(q, s) -> (s f(q/s), constraints): a built-in's explicit form, or
-    cvxpy's perspective of a user's convex_generator."""
-    form = forms.perspective_form(div.convex_generator)
+    """(q, s) -> (s f(q/s), constraints): the divergence's perspective form,
+    or cvxpy's perspective of its convex_generator where it has none."""
+    form = div.convex_perspective
     if form is not None:
         return lambda q, s: form(q, s, div.parameter)
 
@@ -239,7 +254,7 @@ class _LogToken:
 
     log = True
 
-    def __init__(self, log_form: forms.LogForm, x):
+    def __init__(self, log_form: LogForm, x):
         import cvxpy as cp
 
         self.form = log_form
@@ -267,7 +282,7 @@ class _LogToken:
 
 class _PairOther:
     """The other token of the binary program, in perspective form; reduced
-    by f'(inf) (q - s) in a log chart (``_convex_forms``, "Log form")."""
+    by f'(inf) (q - s) in a log chart (``_log_form``)."""
 
     def __init__(self, div: Divergence, reduced: bool):
         import cvxpy as cp
@@ -337,7 +352,7 @@ class _Program:
         self.slope_at_infinity = div.slope_at_infinity
         self.token: _LogToken | _LinearToken
         if log:
-            log_form = forms.log_form(div.convex_generator, div.parameter)
+            log_form = _log_form(div)
             assert log_form is not None  # a log chart is only drawn where one exists
             self.token = _LogToken(log_form, self.x)
         else:
@@ -444,7 +459,7 @@ class _BoundSolver:
         self.solver = solver
         self.vocabulary = vocabulary
         self.generator = certificate.mp_generator(div)
-        self.log_ok = forms.log_form(div.convex_generator, div.parameter) is not None
+        self.log_ok = _log_form(div) is not None
         self.programs: dict[tuple, _Program] = {}
         self.seconds, self.solves = 0.0, 0
 

@@ -38,7 +38,7 @@ GENERATOR_SIG = types.float64(types.float64, types.float64, types.float64)
 GeneratorFn = types.FunctionType(GENERATOR_SIG)
 
 #: ``closed_form(a, b, delta, theta) -> (upper margin, lower margin)`` in
-#: probability space for (a, b) = (p, 1 - p); see ``_closed_forms``.
+#: probability space for (a, b) = (p, 1 - p); see ``Divergence.margins``.
 CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
     types.float64, types.float64, types.float64, types.float64)
 ClosedFormFn = types.FunctionType(CLOSED_FORM_SIG)
