@@ -35,8 +35,7 @@ user's, unless given ``exact_form=``) gets "no certificate" from
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import mpmath as mp
 import numpy as np

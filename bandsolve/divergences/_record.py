@@ -181,7 +181,7 @@ class Divergence:
         """
         compiled = compile_generator(name, f, df, f_at_zero, slope_at_infinity,
                                      curvature_at_one)
-        return cls(name=name, formula=formula, **compiled._asdict(),
+        return cls(name=name, formula=formula, **compiled,
                    convex_generator=convex_generator, convex_perspective=convex_perspective,
                    exact_form=exact_form)
 

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
 
 import numba
 
 from .._kernels._util import GENERATOR_SIG
 
-__all__ = ["CompiledGenerator", "compile_generator"]
+__all__ = ["compile_generator"]
 
 # relative step of the central difference that stands in for a missing f'
 _FD_STEP = 6e-6
@@ -149,22 +148,13 @@ def _slope_at_infinity(name, f_norm) -> tuple[float, float]:
     return math.inf, math.inf
 
 
-class CompiledGenerator(NamedTuple):
-    """The numba forms and edge values of a user's generator, normalised."""
-
-    f: Callable
-    df: Callable
-    f_conjugate: Callable
-    f_at_zero: float
-    slope_at_infinity: float
-    curvature_at_one: float
-
-
 def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: float | None,
                       slope_at_infinity: float | None,
-                      curvature_at_one: float | None) -> CompiledGenerator:
-    """f (and df) compiled, checked and normalised; the arguments and the
-    errors are those of :meth:`bandsolve.Divergence.from_generator`."""
+                      curvature_at_one: float | None) -> dict:
+    """f (and df) compiled, checked and normalised: the Divergence fields
+    ``f``, ``df``, ``f_conjugate``, ``f_at_zero``, ``slope_at_infinity`` and
+    ``curvature_at_one``, by name. The arguments and the errors are those of
+    :meth:`bandsolve.Divergence.from_generator`."""
     f_raw = f if isinstance(f, numba.core.dispatcher.Dispatcher) else _jit_user(f)
     try:
         f_one = float(f_raw(1.0))
@@ -250,5 +240,5 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
             return slope_inf
         return v * f_norm(u, -x / v, theta)
 
-    return CompiledGenerator(f_norm, df_norm, f_conj, float(f_at_zero), slope_inf,
-                             float(curvature_at_one))
+    return dict(f=f_norm, df=df_norm, f_conjugate=f_conj, f_at_zero=float(f_at_zero),
+                slope_at_infinity=slope_inf, curvature_at_one=float(curvature_at_one))
