@@ -7,18 +7,21 @@ element checks run as one numba pass (``_kernels._scan``).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from ._kernels import _scan
+from .divergences import Divergence, get_divergence
 
 _FLOAT_MAX = float(np.finfo(np.float64).max)
 #: below this many elements, one serial scan (no threads to wake)
 _PARALLEL_SCAN_MIN = 32768
 
 __all__ = ["as_real_array", "check_probability", "check_log_probability",
-           "check_delta", "check_max_ratio", "check_ratio", "flat_operands"]
+           "check_delta", "check_max_ratio", "check_ratio", "flat_operands", "BandRequest",
+           "band_request"]
 
 
 def as_real_array(value, name: str) -> np.ndarray:
@@ -184,3 +187,46 @@ def flat_operands(x: np.ndarray, y: np.ndarray):
         return np.ascontiguousarray(a, dtype=np.float64).reshape(-1)
 
     return shape, flat(x), flat(y)
+
+
+#: What ``on_failure`` accepts: raise BandSolveError, or return NaN bounds.
+ON_FAILURE = ("raise", "nan")
+
+
+@dataclasses.dataclass(frozen=True)
+class BandRequest:
+    """A validated band problem, which ``bandsolve._solve.solve`` trusts.
+
+    ``x`` (p, or log p where ``from_logp``) and ``delta`` are flat,
+    C-contiguous float64 arrays of length 1 or ``prod(shape)``, checked;
+    ``inputs`` are the unflattened checked arrays (for ``out=`` overlap checks).
+    """
+
+    x: np.ndarray
+    from_logp: bool
+    delta: np.ndarray
+    shape: tuple
+    divergence: Divergence
+    max_ratio: float
+    on_failure: str
+    inputs: tuple
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+
+def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=None,
+                 on_failure: str = "raise") -> BandRequest:
+    """Validate a band problem once: p (or log p), delta, the divergence,
+    max_ratio and on_failure, with the errors ``bandsolve.band`` documents."""
+    x_arr = check_log_probability(x) if from_logp else check_probability(x)
+    div = get_divergence(divergence)
+    delta_arr = check_delta(delta)
+    cap = check_max_ratio(max_ratio)
+    if on_failure not in ON_FAILURE:
+        raise ValueError(f"on_failure must be 'raise' or 'nan' (got {on_failure!r})")
+    shape, x_flat, delta_flat = flat_operands(x_arr, delta_arr)
+    name = "logp" if from_logp else "p"
+    return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
+                       ((name, x_arr), ("delta", delta_arr)))

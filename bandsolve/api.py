@@ -2,85 +2,18 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from . import _validate
-from ._kernels import _solver, _warm_start
-from ._kernels._factory import specialise
-from .divergences import Divergence, DivergenceLike, get_divergence
+from ._kernels._bind import kernels_for
+from ._solve import BandSolveError, solve
+from .divergences import DivergenceLike, get_divergence
 
 #: (lower, upper) ratio bounds, float64 arrays of the broadcast shape
 Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
 
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
-
-
-# From this many elements with one delta, a table of starting points pays:
-# building it (8194 solves, about 1.7 ms for kl) costs about what 4096
-# elements save in one call (about 470 ns each from scratch, 130 with the
-# table), and nothing in later calls with the same delta, which reuse it.
-# See _kernels/_warm_start.py.
-_WARM_START_MIN_SIZE = 4096
-
-
-@functools.lru_cache(maxsize=32)
-def _start_tables(div: Divergence, delta: float) -> tuple[np.ndarray, np.ndarray]:
-    """The warm-start tables (upper, lower) for one divergence and delta.
-
-    A memo of a pure function, so that a trainer calling with the same delta
-    every step builds them once; read-only, as calls share them. At most 32
-    entries of 131 kB.
-    """
-    start_upper = np.empty(_warm_start.NODES)
-    start_lower = np.empty(_warm_start.NODES)
-    _solver.margins_at(div, _warm_start.NODE_Z, delta, start_upper, start_lower)
-    start_upper.setflags(write=False)
-    start_lower.setflags(write=False)
-    return start_upper, start_lower
-
-
-def _warm_start_tables(div: Divergence, delta: np.ndarray, n: int):
-    """The start tables for a single delta where they pay, else two empty arrays."""
-    if delta.size == 1 and n >= _WARM_START_MIN_SIZE:
-        return _start_tables(div, float(delta[0]))
-    return np.empty(0), np.empty(0)
-
-
-class BandSolveError(RuntimeError):
-    """The root finder could not return a bound to the promised accuracy.
-
-    Two causes, each named in the message: the divergence's g overflows
-    float64 next to the root (only at radii far beyond any trust region in
-    use, and only for a user generator: the built-in alpha family forms the
-    term that overflows in the log domain; see docs/accuracy.md; use a
-    smaller delta), or
-    the iteration did not converge (never observed for the built-in
-    divergences; for a user generator, a sign that f is NaN, raises, is not
-    convex or not accurate where the solver evaluates it). A user generator
-    that is +inf next to a root is reported as the first cause.
-    """
-
-
-def _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures):
-    overflow = (lower == _solver.OVERFLOW_MARK) | (upper == _solver.OVERFLOW_MARK)
-    i = int(np.flatnonzero(overflow | np.isnan(lower) | np.isnan(upper))[0])
-    name = "log p" if from_logp else "p"
-    where = (f"the first at flat index {i} ({name} = {float(x[i if x.size > 1 else 0])!r}, "
-             f"delta = {float(delta[i if delta.size > 1 else 0])!r})")
-    if overflow[i]:
-        raise BandSolveError(
-            f"{div.name}: the binary divergence evaluates to +inf next to {failures} bounds, "
-            f"so they cannot be resolved; {where}. Either g overflows float64 there (the "
-            f"generator or its conjugate at an extreme argument, for a user generator "
-            f"without a log-domain form at a delta near 1e300 and a tiny p) or the "
-            f"generator is +inf there")
-    raise BandSolveError(
-        f"{div.name}: the root finder did not converge for {failures} bounds; {where}. "
-        f"For a user generator: f is NaN, raises, or is not convex where the root "
-        f"finder evaluates it")
 
 
 #: Above this many elements, a layout that the stride test cannot clear is
@@ -142,52 +75,15 @@ def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
     return tuple(out)
 
 
-def _solve(x: np.ndarray, from_logp: bool, delta: np.ndarray, shape, div: Divergence,
-           max_ratio: float, out: tuple | None = None):
-    n = int(np.prod(shape, dtype=np.int64))
-    if out is not None and all(a.flags.c_contiguous for a in out):
-        # views (of the base class, for subclasses such as np.matrix, whose
-        # reshape stays 2-D): the kernels write in place
-        lower, upper = (np.asarray(a).reshape(-1) for a in out)
-    else:
-        # np.zeros, not np.empty: calloc hands out fresh zero pages, which the
-        # kernel's threads fault in about 3x faster than recycled heap memory
-        # (measured: 4 ms against 13 ms for two 1e6 outputs, benchmarks/RESULTS.md)
-        lower = np.zeros(n)
-        upper = np.zeros(n)
-    if n and div.margins is not None:
-        specialise(_solver.band_by_closed_form, div)(x, from_logp, delta, div.parameter,
-                                                     lower, upper)
-    elif n:
-        start_upper, start_lower = _warm_start_tables(div, delta, n)
-        failures = specialise(_solver.band_by_root, div)(
-            x, from_logp, delta, *_solver.root_constants(div), start_upper, start_lower,
-            lower, upper)
-        if failures:
-            _raise_solver_failure(div, x, from_logp, delta, lower, upper, failures)
-    if max_ratio != np.inf:
-        np.minimum(upper, max_ratio, out=upper)
-    if out is None:
-        return lower.reshape(shape), upper.reshape(shape)
-    for target, result in zip(out, (lower, upper)):
-        if not np.shares_memory(target, result):  # a layout the kernels could not write
-            np.copyto(target, result.reshape(shape))
-    return out[0], out[1]
-
-
-def _validated_band(x: np.ndarray, from_logp: bool, delta, divergence, max_ratio, out=None):
-    """The rest of band / band_from_logp once p or log p is checked."""
-    div = get_divergence(divergence)
-    delta_arr = _validate.check_delta(delta)
-    cap = _validate.check_max_ratio(max_ratio)
-    shape, x_flat, delta_flat = _validate.flat_operands(x, delta_arr)
-    name = "logp" if from_logp else "p"
-    out = _check_out(out, shape, ((name, x), ("delta", delta_arr)))
-    return _solve(x_flat, from_logp, delta_flat, shape, div, cap, out)
+def _validated_band(x, from_logp: bool, delta, divergence, max_ratio, out, on_failure):
+    request = _validate.band_request(x, delta, divergence, from_logp=from_logp,
+                                     max_ratio=max_ratio, on_failure=on_failure)
+    return solve(request, out=_check_out(out, request.shape, request.inputs))
 
 
 def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
-         max_ratio: float | None = None, out: tuple | None = None) -> Bounds:
+         max_ratio: float | None = None, out: tuple | None = None,
+         on_failure: str = "raise") -> Bounds:
     """Ratio bounds [lower, upper] of the f-divergence trust region.
 
     The band of a token with old probability p is the set of ratios
@@ -214,6 +110,10 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
         ``p`` or ``delta``. C-contiguous arrays are written in place by the
         kernels (no allocation); other layouts are filled by one copy. They
         are returned. If an error is raised, their contents are unspecified.
+    on_failure : {"raise", "nan"}, default "raise"
+        What a bound the root finder cannot resolve gives (see BandSolveError):
+        "raise" raises BandSolveError; "nan" returns NaN for that bound and
+        the other bounds as usual, for callers that mask such elements.
 
     Returns
     -------
@@ -255,14 +155,15 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
         If a bound cannot be resolved: g overflows float64 next to it (a
         user generator at delta near 1e300 and tiny p), or
         the root finder does not converge (never observed for the built-in
-        divergences). Never a silent NaN or a wrong bound.
+        divergences). Never a silent NaN or a wrong bound, unless
+        ``on_failure="nan"`` asks for NaN.
     """
-    return _validated_band(_validate.check_probability(p), False, delta, divergence, max_ratio,
-                           out)
+    return _validated_band(p, False, delta, divergence, max_ratio, out, on_failure)
 
 
 def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
-                   max_ratio: float | None = None, out: tuple | None = None) -> Bounds:
+                   max_ratio: float | None = None, out: tuple | None = None,
+                   on_failure: str = "raise") -> Bounds:
     """:func:`band` from log-probabilities, as trainers hold them.
 
     The exact input is taken to be p = exp(logp). Working from logp is more
@@ -282,6 +183,8 @@ def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike
         Cap on the upper bound, as in :func:`band`.
     out : tuple of two ndarrays, optional
         Output arrays ``(lower, upper)``, as in :func:`band`.
+    on_failure : {"raise", "nan"}, default "raise"
+        As in :func:`band`.
 
     Returns
     -------
@@ -293,8 +196,7 @@ def band_from_logp(logp: ArrayLike, delta: ArrayLike, divergence: DivergenceLike
     TypeError, ValueError, BandSolveError
         As in :func:`band`; ValueError for logp > 0, NaN or +inf.
     """
-    return _validated_band(_validate.check_log_probability(logp), True, delta, divergence,
-                           max_ratio, out)
+    return _validated_band(logp, True, delta, divergence, max_ratio, out, on_failure)
 
 
 def binary_divergence(p: ArrayLike, r: ArrayLike,
@@ -351,5 +253,5 @@ def binary_divergence(p: ArrayLike, r: ArrayLike,
         if (q > 1.0).any():
             r_flat = np.require(np.where(q > 1.0, 1.0 / np.where(p_full > 0, p_full, 1.0),
                                          r_full), np.float64, ["C", "W"]).reshape(-1)
-        specialise(_solver.binary_divergence_kernel, div)(p_flat, r_flat, div.parameter, out)
+        kernels_for(div).binary_divergence(p_flat, r_flat, out)
     return out.reshape(shape)

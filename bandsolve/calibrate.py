@@ -38,6 +38,7 @@ on log delta) finds it:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import warnings
 from typing import NamedTuple
@@ -46,7 +47,8 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from . import _validate, api
-from .divergences import DivergenceLike, get_divergence
+from ._solve import solve
+from .divergences import BUILTIN_DIVERGENCES, DivergenceLike, get_divergence
 
 __all__ = ["calibrate_delta", "Calibration", "TARGETS", "DELTA_RANGE"]
 
@@ -211,11 +213,24 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
     return Calibration(delta, div.name, target, float(goal), float(measure(delta)), excluded)
 
 
+def _bands(x, div, max_ratio, from_logp: bool = False):
+    """delta -> (lower, upper) of the fixed sample x (p, or log p): validated
+    once, then solved for each delta the root finder tries (each a positive
+    float in DELTA_RANGE), without validating the sample again."""
+    request = _validate.band_request(x, 1.0, div, from_logp=from_logp, max_ratio=max_ratio)
+
+    def bands(delta):
+        return solve(dataclasses.replace(request, delta=np.array([float(delta)])))
+
+    return bands
+
+
 def _width(p, eps_low, eps_high, div, max_ratio):
     lower, upper = _clip_bounds(np.array(p), eps_low, eps_high)
+    bands = _bands(p, div, max_ratio)
 
     def width(delta):
-        lo, hi = api.band(p, delta, div, max_ratio=max_ratio)
+        lo, hi = bands(delta)
         return float(hi - lo)
 
     return width, float(upper - lower), 0
@@ -223,9 +238,10 @@ def _width(p, eps_low, eps_high, div, max_ratio):
 
 def _mean_change(p, eps_low, eps_high, div, max_ratio):
     lower, upper = _clip_bounds(p, eps_low, eps_high)
+    bands = _bands(p, div, max_ratio)
 
     def change(delta):
-        lo, hi = api.band(p, delta, div, max_ratio=max_ratio)
+        lo, hi = bands(delta)
         # p = 0 can move no probability: its upper bound inf counts 0, not nan
         with np.errstate(invalid="ignore"):
             return float(np.mean(np.where(p > 0, p * (hi - lo), 0.0)))
@@ -238,6 +254,7 @@ def _mean_divergence(p, eps_low, eps_high, div, max_ratio):
     p = p[inside]
     if p.size == 0:
         raise ValueError("logp holds only -inf (p = 0): no token to calibrate on")
+    bands = _bands(p, div, max_ratio)
     lower, upper = _clip_bounds(p, eps_low, eps_high)
     costs = [api.binary_divergence(p, lower, div),
              _upper_costs(p, upper, p * (1.0 + eps_high) >= 1.0, div)]
@@ -258,7 +275,7 @@ def _mean_divergence(p, eps_low, eps_high, div, max_ratio):
         # each side costs delta, except where it stops short of the root: at
         # the simplex end (saturation, exact in band) or at max_ratio. Not
         # g at the computed bound, which near u2 = 0 amplifies its rounding.
-        lower, upper = api.band(p, delta, div, max_ratio=max_ratio)
+        lower, upper = bands(delta)
         cost_lo = np.where(lower == 0.0, saturated_cost[0], delta)
         cost_hi = np.where(upper == ends[1], saturated_cost[1], delta)
         if capped_cost is not None:
@@ -291,8 +308,10 @@ def _clip_fraction(old, new, eps_low, eps_high, div, max_ratio, wanted):
         if not 0.0 <= wanted < 1.0:
             raise ValueError(f"clip_fraction must lie in [0, 1) (got {wanted!r})")
 
+    bands = _bands(old, div, max_ratio, from_logp=True)
+
     def fraction(delta):
-        lo, hi = api.band_from_logp(old, delta, div, max_ratio=max_ratio)
+        lo, hi = bands(delta)
         return float(np.mean(_outside(ratio, lo, hi)))
 
     return fraction, wanted
@@ -337,7 +356,7 @@ def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> 
 # --- bandsolve calibrate ----------------------------------------------------
 
 #: the divergences the command compares by default
-CLI_DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")
+CLI_DIVERGENCES = tuple(BUILTIN_DIVERGENCES)
 
 
 def _load_sample(path: str, name: str) -> np.ndarray:

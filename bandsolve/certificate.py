@@ -25,24 +25,23 @@ Every size is measured in the unit the band's accuracy is stated in,
 |hi - lo| <= 1e-8 min(r, |r - 1|). The floor (1e-300) applies only where r
 is 0 (saturation) or below the float64 range (kl's lower bound underflows).
 
-The generators are written here from their textbook formulas, independently
-of the numba kernels and of the cvxpy forms. Built-in divergences (and
-``alpha:<a>``) are recognised by their generator function, not their name; a
-user's Divergence has no mpmath form, and :func:`certify` reports
-"no certificate" for it unless an :class:`MpGenerator` is passed.
+The generators are each divergence's ``exact_form``, written in mpmath from
+their textbook formulas beside (and independently of) its numba and cvxpy
+forms (``bandsolve/divergences/<family>.py``). A Divergence without one (a
+user's, unless given ``exact_form=``) gets "no certificate" from
+:func:`certify` unless an :class:`MpGenerator` is passed.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import mpmath as mp
 import numpy as np
 from numpy.typing import ArrayLike
 
-from .divergences import BUILTIN_DIVERGENCES, DivergenceLike, alpha_divergence, get_divergence
+from .divergences import DivergenceLike, MpGenerator, get_divergence
 
 __all__ = ["Certificate", "KKTResiduals", "MpGenerator", "certify", "mp_generator",
            "measure", "vocabulary_kkt", "DIGITS", "KKT_TOLERANCE", "MEASURE_FLOOR"]
@@ -61,107 +60,14 @@ KKT_TOLERANCE = 1e-3
 _STEPS = tuple(10.0 ** (-13 + k / 2) for k in range(26)) + (0.9,)
 
 
-class MpGenerator(NamedTuple):
-    """A generator at working precision: ``f(u, x)`` and ``df(u, x)`` with
-    x = u - 1 given exactly (so that f keeps its digits near u = 1), and its
-    edge values f(0), f'(0) and f'(inf) (mpmath numbers, possibly +-inf)."""
-
-    f: Callable
-    df: Callable
-    f_at_zero: Any  # an mpmath number
-    df_at_zero: Any  # an mpmath number
-    slope_at_infinity: Any  # an mpmath number
-
-
-def _log(u, x):
-    """log u: from x = u - 1 near 1, where it keeps the digits of x; from u
-    elsewhere, where x rounds to -1 for u below 1e-50."""
-    return mp.log1p(x) if abs(x) < 0.5 else mp.log(u)
-
-
-def _xlog(u, x):
-    return mp.mpf(0) if u == 0 else u * _log(u, x)
-
-
-def _kl():
-    return MpGenerator(lambda u, x: x - _log(u, x), lambda u, x: 1 - 1 / u,
-                       mp.inf, -mp.inf, mp.mpf(1))
-
-
-def _rkl():
-    return MpGenerator(lambda u, x: _xlog(u, x) - x, _log, mp.mpf(1), -mp.inf, mp.inf)
-
-
-def _tv():
-    return MpGenerator(lambda u, x: abs(x) / 2, lambda u, x: mp.sign(x) / 2,
-                       mp.mpf(1) / 2, -mp.mpf(1) / 2, mp.mpf(1) / 2)
-
-
-def _chi2():
-    return MpGenerator(lambda u, x: x * x, lambda u, x: 2 * x, mp.mpf(1), mp.mpf(-2), mp.inf)
-
-
-def _neyman():
-    return MpGenerator(lambda u, x: x * x / u, lambda u, x: 1 - 1 / (u * u),
-                       mp.inf, -mp.inf, mp.mpf(1))
-
-
-def _hellinger():
-    def f(u, x):
-        root = mp.sqrt(u)
-        return (x / (root + 1)) ** 2  # (sqrt u - 1)^2, without cancelling
-
-    return MpGenerator(f, lambda u, x: 1 - 1 / mp.sqrt(u), mp.mpf(1), -mp.inf, mp.mpf(1))
-
-
-def _js():
-    def f(u, x):  # (u log u - (1 + u) log((1 + u)/2)) / 2
-        return (_xlog(u, x) - (2 + x) * mp.log1p(x / 2)) / 2
-
-    def df(u, x):  # log(2u / (1 + u)) / 2
-        return (_log(u, x) - mp.log1p(x / 2)) / 2
-
-    return MpGenerator(f, df, mp.log(2) / 2, -mp.inf, mp.log(2) / 2)
-
-
-def _alpha(a):
-    a = mp.mpf(a)
-
-    def f(u, x):  # (u^a - 1 - a x) / (a (a - 1)), u^a - 1 = expm1(a log1p(x))
-        if u == 0:
-            return 1 / a if a > 0 else mp.inf
-        return (mp.expm1(a * _log(u, x)) - a * x) / (a * (a - 1))
-
-    def df(u, x):  # (u^(a-1) - 1) / (a - 1)
-        if u == 0:
-            return -1 / (a - 1) if a > 1 else -mp.inf
-        return mp.expm1((a - 1) * _log(u, x)) / (a - 1)
-
-    return MpGenerator(f, df, 1 / a if a > 0 else mp.inf, -1 / (a - 1) if a > 1 else -mp.inf,
-                       1 / (1 - a) if a < 1 else mp.inf)
-
-
-_BUILDERS = {"kl": _kl, "rkl": _rkl, "tv": _tv, "chi2": _chi2, "neyman_chi2": _neyman,
-             "hellinger": _hellinger, "js": _js}
-
-
 def mp_generator(divergence: DivergenceLike) -> MpGenerator | None:
-    """The mpmath generator of a built-in divergence (or ``alpha:<a>``), or
-    None for a user's one. Recognised by its numba generator function and
-    edge values, so a user's Divergence that reuses a name gets None."""
+    """The divergence's exact (mpmath) form at :data:`DIGITS` digits, or None
+    where it has none (a user's Divergence, unless it was given one)."""
     div = get_divergence(divergence)
-    if div.f is alpha_divergence(2.0).f:
-        same = alpha_divergence(div.parameter)
-        builder = lambda: _alpha(div.parameter)  # noqa: E731
-    else:
-        match = [name for name, d in BUILTIN_DIVERGENCES.items() if d.f is div.f]
-        if not match:
-            return None
-        same, builder = BUILTIN_DIVERGENCES[match[0]], _BUILDERS[match[0]]
-    if (same.f_at_zero, same.slope_at_infinity) != (div.f_at_zero, div.slope_at_infinity):
+    if div.exact_form is None:
         return None
     with mp.workdps(DIGITS):
-        return builder()
+        return div.exact_form(div.parameter)
 
 
 def measure(r: float) -> float:

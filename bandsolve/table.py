@@ -80,7 +80,7 @@ from numpy.typing import ArrayLike, NDArray
 from scipy.interpolate import make_interp_spline
 
 from . import _validate, api
-from ._kernels import _solver
+from ._kernels._bind import kernels_for
 from .divergences import Divergence, DivergenceLike, get_divergence
 
 __all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
@@ -209,7 +209,7 @@ def _interval_coefficients(spline, z_left, z_right) -> np.ndarray:
 
 
 def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
-    threshold = float(_solver.threshold_of(div, upper, delta))
+    threshold = float(kernels_for(div).saturation_threshold(upper, delta))
     if threshold == (-math.inf if upper else math.inf):  # always saturated: never read
         return TableSide(center=0.0, threshold=threshold,
                          coefficients=np.zeros((INTERVALS_PER_SIGN, DEGREE + 1)))
@@ -224,7 +224,7 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     z_solve = np.clip(z_all, -_Z_EDGE, _Z_EDGE)
     x_upper = np.empty(z_all.size)
     x_lower = np.empty(z_all.size)
-    _solver.margins_at(div, np.ascontiguousarray(z_solve), delta, x_upper, x_lower)
+    kernels_for(div).margins_at(np.ascontiguousarray(z_solve), delta, x_upper, x_lower)
     y = _log_sigmoid(x_upper if upper else x_lower)
     # At the threshold s = 1 exactly; the solver reports that node (and maybe
     # its neighbour, by rounding) as saturated, NaN.

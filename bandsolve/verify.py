@@ -32,6 +32,8 @@ import dataclasses
 import json
 import os
 import time
+from collections.abc import Mapping
+from types import MappingProxyType
 
 import numpy as np
 
@@ -45,33 +47,59 @@ DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)
 DEFAULT_OUT = "bandsolve-output"
 
-#: The certified accuracy of the convex path, in units of min(r, |r - 1|):
-#: the largest certified width (and discrepancy) measured on the default
-#: sweep with ``convex.SOLVER_LADDER``, rounded up with 3x to 10x headroom.
-#: Measured: 3e-9 (1e-9 for kl, tv) on the binary programs, 1e-8 for chi2
-#: and alpha:0.5; the vocabulary programs up to 3e-8 (alpha:2).
-TOLERANCES = {"kl": 1e-8, "rkl": 3e-8, "tv": 1e-8, "chi2": 1e-7, "neyman_chi2": 3e-8,
-              "hellinger": 3e-8, "js": 3e-8, "alpha:0.5": 1e-7, "alpha:2": 3e-7,
-              "alpha:-1": 3e-8}
-DEFAULT_TOLERANCE = 1e-7
-#: The full-vocabulary programs' tolerance, same units: 10x the binary one,
-#: and at least 1e-6. Measured worst: 3.2e-7 certified width, kl's lower
-#: bound 3.8e-5 on a near-uniform vocabulary of 1,000 tokens (Clarabel ends
-#: 'optimal' only at 1e-9 tolerances there).
-VOCABULARY_FACTOR, VOCABULARY_FLOOR = 10.0, 1e-6
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """The certified accuracy the sweep demands of the convex path, in units
+    of min(r, |r - 1|), by sweep case (a name of :data:`DIVERGENCES`).
+
+    ``binary``: the 1-d programs' tolerance per case, ``default`` for a case
+    not listed; the full-vocabulary programs get ``vocabulary_factor`` times
+    that, and at least ``vocabulary_floor``.
+    """
+
+    binary: Mapping[str, float]
+    default: float = 1e-7
+    vocabulary_factor: float = 10.0
+    vocabulary_floor: float = 1e-6
+
+    def __post_init__(self):
+        object.__setattr__(self, "binary", MappingProxyType(dict(self.binary)))
+
+    def __getitem__(self, name: str) -> float:
+        return self.binary_for(name)
+
+    def binary_for(self, name: str) -> float:
+        """The binary programs' tolerance for a sweep case."""
+        return self.binary.get(name, self.default)
+
+    def vocabulary_for(self, name: str) -> float:
+        """The full-vocabulary programs' tolerance for a sweep case."""
+        return max(self.vocabulary_factor * self.binary_for(name), self.vocabulary_floor)
+
+
+#: The defaults: the largest certified width (and discrepancy) measured on the
+#: default sweep with ``convex.SOLVER_LADDER``, rounded up with 3x to 10x
+#: headroom. Measured: 3e-9 (1e-9 for kl, tv) on the binary programs, 1e-8 for
+#: chi2 and alpha:0.5; the vocabulary programs up to 3e-8 (alpha:2), and 3.2e-7
+#: certified width for kl's lower bound 3.8e-5 on a near-uniform vocabulary of
+#: 1,000 tokens (Clarabel ends 'optimal' only at 1e-9 tolerances there), hence
+#: 10x the binary tolerance and at least 1e-6 for them.
+TOLERANCES = Tolerances({"kl": 1e-8, "rkl": 3e-8, "tv": 1e-8, "chi2": 1e-7,
+                         "neyman_chi2": 3e-8, "hellinger": 3e-8, "js": 3e-8,
+                         "alpha:0.5": 1e-7, "alpha:2": 3e-7, "alpha:-1": 3e-8})
 #: where the certificate must place the fast value: within this (times
 #: min(r, |r - 1|)) of its interval, the fast backend's own accuracy
 FAST_SLACK = 1e-12
 
 
-def tolerance(name: str) -> float:
+def tolerance(name: str, tolerances: Tolerances = TOLERANCES) -> float:
     """The binary programs' tolerance for a divergence name."""
-    return TOLERANCES.get(name, DEFAULT_TOLERANCE)
+    return tolerances.binary_for(name)
 
 
-def vocabulary_tolerance(name: str) -> float:
+def vocabulary_tolerance(name: str, tolerances: Tolerances = TOLERANCES) -> float:
     """The full-vocabulary programs' tolerance for a divergence name."""
-    return max(VOCABULARY_FACTOR * tolerance(name), VOCABULARY_FLOOR)
+    return tolerances.vocabulary_for(name)
 
 
 def discrepancy(convex_value, fast_value):
@@ -177,7 +205,7 @@ def _vocabularies(rng, sizes):
 
 
 def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOCAB_SIZES,
-        seed=0, progress=True):
+        seed=0, progress=True, tolerances: Tolerances = TOLERANCES):
     """Run the sweep; returns one :class:`Row` per divergence."""
     rng = np.random.default_rng(seed)
     vocab = list(_vocabularies(rng, sizes))
@@ -189,7 +217,7 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
     bar = Progress(total=total, desc="verify", unit="program", disable=not progress)
     for name in divergences:
         bar.set_postfix_str(name)
-        row = Row(name, tolerance(name), vocabulary_tolerance(name))
+        row = Row(name, tolerances.binary_for(name), tolerances.vocabulary_for(name))
         # one call: each program compiles once for the whole grid
         res = convex.band(p_grid, d_grid, name, on_failure="nan")
         lo, hi = api.band(p_grid, d_grid, name)

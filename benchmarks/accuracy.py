@@ -37,7 +37,7 @@ from problems import (  # noqa: E402
 )
 
 import bandsolve as bs  # noqa: E402
-from bandsolve._kernels import _solver  # noqa: E402
+from bandsolve._kernels._bind import kernels_for  # noqa: E402
 
 EXTREME_DELTAS = (5e-324, 1e-300, 1e-100, 1e30, 1e100, 1e300, 1.7976931348623157e308)
 EXTREME_P = (1e-300, 1e-100, 1e-12, 1e-3, 0.3, 0.9, 1 - 1e-9, 1.0)
@@ -46,7 +46,7 @@ EXTREME_P = (1e-300, 1e-100, 1e-12, 1e-3, 0.3, 0.9, 1 - 1e-9, 1.0)
 def near_thresholds(div, delta, rng, count):
     """p next to each saturation threshold, on the interior side."""
     for upper in (True, False):
-        z = _solver.threshold_of(div, upper, delta)
+        z = kernels_for(div).saturation_threshold(upper, delta)
         if not math.isfinite(z):
             continue
         for _ in range(count):

@@ -96,11 +96,11 @@ def test_random_from_logp(name, logp, delta):
 @pytest.mark.parametrize("name", ["kl", "rkl", "js", "alpha:0.5", "alpha:-1"])
 def test_warm_started_batches_are_as_accurate(name):
     """Large batches with one delta start Newton from an interpolated table
-    (api._WARM_START_MIN_SIZE); check them against mpmath and the cold path."""
-    from bandsolve import api
+    (_solve.WARM_START_MIN_SIZE); check them against mpmath and the cold path."""
+    from bandsolve import _solve
 
     rng = np.random.default_rng(7)
-    n = api._WARM_START_MIN_SIZE + 5
+    n = _solve.WARM_START_MIN_SIZE + 5
     logp = np.concatenate([-np.exp(rng.uniform(np.log(1e-30), np.log(690), n - 8)),
                            [0.0, -1e-300, -1e-16, -40.0, -41.0, -745.0, -1e-3, -np.inf]])
     lower, upper = bs.band_from_logp(logp, 0.05, name)

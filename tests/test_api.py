@@ -202,32 +202,33 @@ def test_subnormal_p_gives_finite_ordered_bounds(name):
 
 def test_warm_start_tables_are_reused_per_divergence_and_delta():
     """A trainer calls with the same delta every step: the start tables are
-    built once per (divergence, delta), shared read-only, and a call with
-    another delta or divergence neither reuses nor disturbs them."""
-    from bandsolve import api
+    explicit state (a WarmStart the caller holds, issue 22), built once per
+    (divergence, delta) and rebuilt for another; they give the bounds of
+    the cold path, and no call fills a process-wide memo."""
+    from bandsolve import _solve, _validate
 
-    api._start_tables.cache_clear()
-    p = np.geomspace(1e-8, 1 - 1e-9, api._WARM_START_MIN_SIZE)
-    first = bs.band(p, 0.05, "kl")
-    assert api._start_tables.cache_info().misses == 1
-    other_delta = bs.band(p, 0.2, "kl")
-    other_divergence = bs.band(p, 0.05, "rkl")
-    again = bs.band(p, 0.05, "kl")
-    info = api._start_tables.cache_info()
-    assert (info.misses, info.hits) == (3, 1)
+    def request(delta, name, p):
+        return _validate.band_request(p, delta, name)
+
+    p = np.geomspace(1e-8, 1 - 1e-9, _solve.WARM_START_MIN_SIZE)
+    warm = _solve.WarmStart()
+    first = _solve.solve(request(0.05, "kl", p), warm)
+    tables = warm.tables(bs.get_divergence("kl"), 0.05)
+    again = _solve.solve(request(0.05, "kl", p), warm)
+    assert warm.tables(bs.get_divergence("kl"), 0.05) is tables  # built once
     for a, b in zip(first, again):
         np.testing.assert_array_equal(a, b)
+    for a, b in zip(first, bs.band(p, 0.05, "kl")):
+        np.testing.assert_array_equal(a, b)
+    other_delta = _solve.solve(request(0.2, "kl", p), warm)
+    other_divergence = _solve.solve(request(0.05, "rkl", p), warm)
     # the other calls solved their own problems: the same as cold small batches
     for got, delta, name in ((other_delta, 0.2, "kl"), (other_divergence, 0.05, "rkl")):
         cold = [np.concatenate(parts) for parts in zip(*(
             bs.band(chunk, delta, name) for chunk in np.array_split(p, 4)))]
         for g, c in zip(got, cold):
             np.testing.assert_allclose(g, c, rtol=1e-12, atol=1e-15)
-    tables = api._start_tables(bs.get_divergence("kl"), 0.05)
-    assert not any(t.flags.writeable for t in tables)
-    # below the size where a table pays, none is built
-    bs.band(p[:100], 0.3, "kl")
-    assert api._start_tables.cache_info().misses == 3
+    assert not hasattr(bs.api, "_start_tables")  # no hidden global memo
 
 
 @pytest.mark.skipif(np.finfo(np.longdouble).eps >= np.finfo(np.float64).eps,
@@ -256,3 +257,21 @@ def test_import_bandsolve_defers_numba_to_first_use():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=600).stdout.split()
     assert out == ["False", "True", "True"]
+
+
+def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
+    """Issue 22, part 4: the kernels report failure per element (an int8
+    status), and band(on_failure="nan") returns NaN there instead of raising.
+    alpha:3 at p = 1e-300, delta = 1e300 overflows g next to its upper bound
+    (test_regressions); p = 0.3 beside it is unaffected."""
+    p = np.array([0.3, 1e-300])
+    with pytest.raises(bs.BandSolveError, match="overflows float64"):
+        bs.band(p, 1e300, "alpha:3")
+    lower, upper = bs.band(p, 1e300, "alpha:3", on_failure="nan")
+    alone = bs.band(0.3, 1e300, "alpha:3")
+    assert (lower[0], upper[0]) == (float(alone[0]), float(alone[1]))
+    assert np.isnan(upper[1])
+    lower, upper = bs.band_from_logp(np.log(p), 1e300, "alpha:3", on_failure="nan")
+    assert np.isnan(upper[1]) and upper[0] == float(alone[1])
+    with pytest.raises(ValueError, match="on_failure must be 'raise' or 'nan'"):
+        bs.band(p, 0.1, on_failure="ignore")

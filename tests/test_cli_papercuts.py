@@ -60,7 +60,7 @@ def test_verify_unsolved_program_is_certified_in_mpmath_or_fails(monkeypatch):
     def no_solver(self, p, delta, side, estimate):
         raise convex.ConvexSolveError("every rung ended 'optimal_inaccurate' (forced)")
 
-    monkeypatch.setattr(convex._BoundSolver, "solve", no_solver)
+    monkeypatch.setattr(convex.search.BoundSolver, "solve", no_solver)
     rows = verify.run(divergences=("kl",), p_values=(0.3,), deltas=(0.05,), sizes=(),
                       progress=False)
     assert rows[0].failures and rows[0].mpmath_only == 2 and rows[0].passed

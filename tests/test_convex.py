@@ -137,10 +137,10 @@ def test_user_divergence_with_convex_form():
     _assert_agrees("chi2", [res.lower, res.upper], [lo, hi])
 
 
-def test_solver_status_other_than_optimal_is_an_error(monkeypatch):
-    monkeypatch.setitem(convex.SOLVER_LADDER, "CLARABEL", (("CLARABEL", dict(max_iter=1)),))
+def test_solver_status_other_than_optimal_is_an_error():
+    ladder = convex.SolverLadder((("CLARABEL", dict(max_iter=1)),))
     with pytest.raises(convex.ConvexSolveError, match=r"kl: the program for .*delta = 0.05.*not 'optimal'"):
-        convex.band(0.3, 0.05, "kl")
+        convex.band(0.3, 0.05, "kl", ladder=ladder)
 
 
 def test_verify_small_sweep_and_report(tmp_path):

@@ -20,7 +20,7 @@ def _library(launcher):
     return dispatcher.overloads[dispatcher.signatures[0]].library
 
 
-def test_slots_are_read_from_the_code_through_nested_templates():
+def test_slots_are_declared_and_collected_through_nested_templates():
     root = {"GENERATOR", "DERIVATIVE", "CONJUGATE"}
     assert _factory._slots_read(_solver.band_by_root) == root
     assert _factory._slots_read(_solver.margin_at) == root
@@ -41,6 +41,21 @@ def test_one_kernel_per_function_set():
     kl, rkl = bs.get_divergence("kl"), bs.get_divergence("rkl")
     assert _factory.specialise(_solver.band_by_root, kl) is not \
         _factory.specialise(_solver.band_by_root, rkl)
+
+
+def test_a_template_reading_an_undeclared_slot_does_not_compile():
+    """Issue 22, part 4: a template's slots are what it declares, not what a
+    scan of its bytecode finds; reading another is an error, never a
+    silently bound function."""
+
+    @_factory.template(slots=("GENERATOR",))
+    def reads_conjugate_too(u):
+        return GENERATOR(u, u - 1.0, 0.0) + CONJUGATE(u, u - 1.0, 0.0)  # noqa: F821
+
+    with pytest.raises(Exception, match="CONJUGATE"):
+        _factory.specialise(reads_conjugate_too, bs.get_divergence("kl"))(0.5)
+    with pytest.raises(ValueError, match="unknown template slots"):
+        _factory.template(slots=("GENERATR",))
 
 
 def test_a_template_that_needs_a_missing_function_is_a_type_error():

@@ -1,7 +1,7 @@
 """Every public path x every kind of divergence, against mpmath.
 
 Paths: small batch and large batch (the warm start, one delta and
-api._WARM_START_MIN_SIZE elements or more), from
+_solve.WARM_START_MIN_SIZE elements or more), from
 p and from log p, the generic root finder in place of a closed form, torch
 eager (float64 and float32), a torch BandTable, and a table exported to a
 file and loaded back. Kinds: each built-in, the alpha family at values of a
@@ -23,9 +23,9 @@ import pytest
 import reference as ref
 
 import bandsolve as bs
-from bandsolve import api
+from bandsolve import _solve
 from bandsolve import table as bt_table
-from bandsolve._kernels import _solver
+from bandsolve._kernels._bind import kernels_for
 
 EPS32 = float(np.finfo(np.float32).eps)
 DELTAS = (1e-6, 0.05, 2.0)
@@ -68,7 +68,7 @@ def _sample(kind_index: int, delta: float) -> np.ndarray:
     div = bs.get_divergence(KINDS[kind_index][1])
     logp = [0.0, -1e-14, -1e-6, -0.003, -0.1, -0.69, -2.3, -9.2, -30.0, -70.0, -300.0]
     for upper in (True, False):
-        z = _solver.threshold_of(div, upper, delta)
+        z = kernels_for(div).saturation_threshold(upper, delta)
         if math.isfinite(z) and abs(z) < 700:
             for dz in (-1e-6, 1e-6, -1e-2, 1e-2):
                 logp.append(-math.log1p(math.exp(-(z + dz))))  # log sigmoid(z + dz)
@@ -124,7 +124,7 @@ def test_numpy_large_batch_takes_the_warm_start(k, delta):
     lower, upper = bs.band_from_logp(logp, delta, kind[1])
     _check(kind, delta, sample, (lower[:sample.size], upper[:sample.size]), where="large")
     # the rest against the same inputs solved cold, in batches below the warm start
-    cold_chunks = -(-logp.size // (api._WARM_START_MIN_SIZE - 1))
+    cold_chunks = -(-logp.size // (_solve.WARM_START_MIN_SIZE - 1))
     cold = [np.concatenate(parts) for parts in zip(*(
         bs.band_from_logp(chunk, delta, kind[1]) for chunk in np.array_split(logp, cold_chunks)))]
     for got, expected in zip((lower, upper), cold):

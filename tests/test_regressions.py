@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from problems import ALL_DIVERGENCES
 
 import bandsolve as bs
-from bandsolve._kernels import _solver
+from bandsolve._kernels._bind import kernels_for
 
 
 def _my_kl():
@@ -152,7 +152,7 @@ def _alpha_near_threshold(a, log_delta, log_gap, upper):
     threshold, on the interior side, or None where there is none."""
     div = bs.alpha_divergence(a)
     delta = 10.0**log_delta
-    z = _solver.threshold_of(div, upper, delta)
+    z = kernels_for(div).saturation_threshold(upper, delta)
     if not math.isfinite(z):
         return None
     z += -(10.0**log_gap) if upper else 10.0**log_gap

@@ -1,11 +1,13 @@
 """Kernels specialised for one divergence, compiled once and cached.
 
-A template (a function marked with :func:`template`, in ``_solver``) reads a
-divergence's functions from the globals named in :data:`SLOT_FIELDS`:
-``GENERATOR``, ``DERIVATIVE``, ``CONJUGATE`` and ``CLOSED_FORM``.
+A template (a function marked with :func:`template`, in ``_solver``) declares
+the slots it reads, names from :data:`SLOT_FIELDS` (``GENERATOR``,
+``DERIVATIVE``, ``CONJUGATE``, ``CLOSED_FORM``), and the templates it calls.
 :func:`specialise` compiles a copy of it whose globals bind those names to one
 divergence's numba functions, and bind every template it calls to that
-template's copy for the same divergence. numba resolves a global function at
+template's copy for the same divergence. Nothing is inferred from the code:
+a template that reads a slot it did not declare finds the placeholder, which
+raises. numba resolves a global function at
 compile time, so each call is direct and LLVM inlines it: the loop is the one
 a person would write by hand for that divergence, and every divergence shares
 one source. The two alternatives cost more:
@@ -49,13 +51,20 @@ SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
-def template(signature=None, parallel=False):
-    """Mark a function as a template: compiled for ``signature`` (or lazily,
-    for the argument types it meets, without one), as a ``prange`` kernel
-    launched under the package's launch lock where ``parallel``."""
+def template(signature=None, parallel=False, *, slots=(), calls=()):
+    """Mark a function as a template that reads ``slots`` (names from
+    :data:`SLOT_FIELDS`) and calls the templates ``calls``: compiled for
+    ``signature`` (or lazily, for the argument types it meets, without one),
+    as a ``prange`` kernel launched under the package's launch lock where
+    ``parallel``."""
+    unknown = set(slots) - set(SLOT_FIELDS)
+    if unknown:
+        raise ValueError(f"unknown template slots {sorted(unknown)}; known: {sorted(SLOT_FIELDS)}")
 
     def mark(fn):
         fn.template_options = (signature, parallel)
+        fn.template_slots = frozenset(slots)
+        fn.template_calls = tuple(calls)
         return fn
 
     return mark
@@ -79,28 +88,13 @@ def specialise(fn, divergence):
     return _compiled(fn, tuple(functions))
 
 
-def _is_template(obj) -> bool:
-    return callable(obj) and hasattr(obj, "template_options")
-
-
-def _global_names(code):
-    """Every name the code object (and the functions nested in it) loads."""
-    names = set(code.co_names)
-    for const in code.co_consts:
-        if isinstance(const, pytypes.CodeType):
-            names |= _global_names(const)
-    return names
-
-
 @functools.cache
 def _slots_read(fn) -> frozenset:
-    """The slots a template reads, itself or through the templates it calls."""
-    names = _global_names(fn.__code__)
-    slots = {name for name in names if name in SLOT_FIELDS}
-    for name in names:
-        callee = fn.__globals__.get(name)
-        if _is_template(callee) and callee is not fn:
-            slots |= _slots_read(callee)
+    """The slots a template reads, itself or through the templates it calls,
+    as declared."""
+    slots = set(fn.template_slots)
+    for callee in fn.template_calls:
+        slots |= _slots_read(callee)
     return frozenset(slots)
 
 
@@ -109,12 +103,10 @@ def _compiled(fn, functions):
     bound = dict(functions)
     namespace = dict(fn.__globals__)
     namespace.update(bound)
-    for name in _global_names(fn.__code__):
-        callee = fn.__globals__.get(name)
-        if _is_template(callee):
-            needed = _slots_read(callee)
-            namespace[name] = _compiled(callee, tuple(item for item in functions
-                                                      if item[0] in needed))
+    for callee in fn.template_calls:
+        needed = _slots_read(callee)
+        namespace[callee.__name__] = _compiled(callee, tuple(item for item in functions
+                                                             if item[0] in needed))
     copy = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
                                 fn.__closure__)
     copy.__doc__ = fn.__doc__

@@ -33,7 +33,7 @@ from typing import Any
 
 from numba import prange, types
 
-from ._factory import specialise, template
+from ._factory import template
 from ._util import InVec, OutVec, jit
 from ._warm_start import interpolate as interpolate_start
 
@@ -42,9 +42,18 @@ _TWO_TO_64 = 18446744073709551616.0
 # Codes from solve_margin: an interior root, the simplex end, no convergence,
 # or a root next to where g overflows float64 (so it may lie further out).
 INTERIOR, SATURATED, FAILED, OVERFLOW = 0, 1, 2, 3
-#: What _ratio_bounds writes for an OVERFLOW bound (bounds are never negative);
-#: FAILED bounds are NaN. The public wrapper raises for both.
-OVERFLOW_MARK = -1.0
+
+#: The per-element status ``band_by_root`` writes (int8), the worse of the
+#: element's two bounds; a bound that failed is NaN. ``band`` raises for a
+#: nonzero status, or with ``on_failure="nan"`` returns those NaN. The closed
+#: forms never fail.
+STATUS_OK = 0
+#: the root finder did not converge (a generator that is NaN, raises or is not
+#: convex where it is evaluated)
+STATUS_NOT_CONVERGED = 1
+#: g evaluates to +inf next to the root (float64 overflow, or a generator that
+#: is +inf there), so the root cannot be resolved
+STATUS_OVERFLOW = 2
 # Below this u2, an overflow of b f(u2) only means u2 is smaller still (alpha
 # with a < -1 at p ~ 1e-310 overflows u2^a at u2 ~ 1e-155): the true u2 lies in
 # [0, 1e-16], so the lower bound (u2) is within 4 eps absolute and the upper
@@ -80,11 +89,11 @@ def _sigmoid_pair(x):
 
 
 # --- templates -------------------------------------------------------------------
-# The functions marked @template read their divergence's functions from these
-# globals. _factory.specialise compiles a copy of each, and of every template
-# it calls, with them bound to one divergence's numba functions, which numba
-# then calls directly and inlines. Here they are bound to nothing, so a
-# template run as it stands raises.
+# Each function marked @template declares the slots below that it reads and the
+# templates it calls. _factory.specialise compiles a copy of each, and of every
+# template it calls, with the slots bound to one divergence's numba functions,
+# which numba then calls directly and inlines. Here they are bound to nothing,
+# so a template run as it stands (or reading a slot it did not declare) raises.
 def _unbound(*args):
     raise TypeError("a kernel template runs only as compiled by _factory.specialise")
 
@@ -101,7 +110,7 @@ _TWO_TO_600 = 2.0**600
 _TWO_TO_474 = 2.0**474  # 2^600 2^474 = 2^1074 = 1 / _SUBNORMAL_ULP
 
 
-@template()
+@template(slots=("CONJUGATE",))
 def conjugate_at_subnormal(t, s, theta):
     """f*(t/s) where t/s is subnormal, so that fl(t/s) keeps few bits.
 
@@ -133,7 +142,7 @@ def conjugate_at_subnormal(t, s, theta):
             + f2 * (lam * (lam - l1)) / (l2 * (l2 - l1)))
 
 
-@template()
+@template(slots=("GENERATOR", "CONJUGATE", "SCALED_CONJUGATE"), calls=(conjugate_at_subnormal,))
 def perspective(t, y, theta):
     """t f(1 + y/t) for t >= 0 and y >= 0, without overflow."""
     if y == 0.0:
@@ -155,7 +164,7 @@ def perspective(t, y, theta):
     return value
 
 
-@template()
+@template(slots=("SCALED_CONJUGATE",))
 def perspective_exceeds_float64(t, y, theta):
     """True where t f(1 + y/t) is known to exceed float64's range: an inf
     from ``perspective`` is then the value's, not an intermediate's."""
@@ -165,7 +174,7 @@ def perspective_exceeds_float64(t, y, theta):
     return SCALED_CONJUGATE(s, t / s, -y / s, theta) == math.inf
 
 
-@template()
+@template(slots=("GENERATOR",), calls=(perspective,))
 def binary_value(a, b, m, u2, u2m1, theta):
     """g(m) = P(a, m) + b f(u2), given u2 = 1 - m/b and u2 - 1 = -m/b exactly."""
     if m == 0.0:
@@ -173,7 +182,7 @@ def binary_value(a, b, m, u2, u2m1, theta):
     return perspective(a, m, theta) + b * GENERATOR(u2, u2m1, theta)
 
 
-@template()
+@template(calls=(perspective,))
 def saturates(a, b, delta, theta, f_at_zero):
     """True where g(b) = P(a, b) + b f(0) <= delta: the margin reaches b."""
     if f_at_zero == math.inf:
@@ -185,7 +194,8 @@ _FLOAT_MAX = 1.7976931348623157e308
 _Z_EDGE = 745.0  # sigmoid(-745) is the smallest subnormal
 
 
-@template(types.float64(types.boolean, types.float64, types.float64, types.float64))
+@template(types.float64(types.boolean, types.float64, types.float64, types.float64),
+          calls=(perspective,))
 def saturation_threshold(upper, delta, theta, f_at_zero):
     """The z = logit p where a bound starts to saturate.
 
@@ -224,21 +234,7 @@ def saturation_threshold(upper, delta, theta, f_at_zero):
             lo = mid
 
 
-def threshold_of(divergence, upper, delta):
-    """``saturation_threshold`` for a divergence (any object with the fields
-    of ``_factory.SLOT_FIELDS``, ``parameter`` and ``f_at_zero``)."""
-    return specialise(saturation_threshold, divergence)(upper, delta, divergence.parameter,
-                                                         divergence.f_at_zero)
-
-
-def root_constants(divergence):
-    """The scalars the root finder's kernels take after delta:
-    (theta, f_at_zero, slope_at_inf, curvature) of a Divergence."""
-    return (divergence.parameter, divergence.f_at_zero, divergence.slope_at_infinity,
-            divergence.curvature_at_one)
-
-
-@template()
+@template(slots=("DERIVATIVE",), calls=(binary_value, saturates, perspective_exceeds_float64))
 def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start):
     """Largest m in [0, b] with g(m) <= delta.
 
@@ -359,25 +355,22 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
 
 @jit
 def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
-    """Ratio bounds from the two margins; a failed bound becomes NaN, which
-    the caller counts and turns into an error, never returns."""
+    """(lower, upper, status) from the two margins; a failed bound is NaN."""
     if code_hi == SATURATED:
         upper = 1.0 / p
-    elif code_hi == FAILED:
+    elif code_hi >= FAILED:
         upper = math.nan
-    elif code_hi == OVERFLOW:
-        upper = OVERFLOW_MARK
     else:
         upper = min(1.0 + m_hi / p, 1.0 / p)
     if code_lo == SATURATED:
         lower = 0.0
-    elif code_lo == FAILED:
+    elif code_lo >= FAILED:
         lower = math.nan
-    elif code_lo == OVERFLOW:
-        lower = OVERFLOW_MARK
     else:
         lower = u2_lo
-    return lower, upper, int(code_hi >= FAILED) + int(code_lo >= FAILED)
+    # FAILED -> STATUS_NOT_CONVERGED, OVERFLOW -> STATUS_OVERFLOW
+    status = max(code_hi, code_lo, SATURATED) - SATURATED
+    return lower, upper, status
 
 
 @jit
@@ -392,21 +385,21 @@ def _probability_pair(x, from_logp):
 
 _ROOT_SIG = types.int64(
     InVec, types.boolean, InVec, types.float64, types.float64, types.float64, types.float64,
-    InVec, InVec, OutVec, OutVec,
+    InVec, InVec, OutVec, OutVec, types.int8[::1],
 )
 
 
-@template(_ROOT_SIG, parallel=True)
+@template(_ROOT_SIG, parallel=True, calls=(solve_margin,))
 def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
-                 curvature, start_upper, start_lower, lower, upper):
+                 curvature, start_upper, start_lower, lower, upper, status):
     """Bounds for every element by the safeguarded root finder.
 
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
     length 1 or len(lower), a length-1 operand standing for every element.
     ``start_upper`` / ``start_lower`` are warm-start tables from
     ``margin_at`` on ``_warm_start.NODE_Z`` for a single delta, or empty.
-    Returns the number of bounds that failed: NaN where the iteration did
-    not converge, ``OVERFLOW_MARK`` where g overflowed next to the root.
+    Writes each element's ``STATUS_*`` code into ``status`` (int8) and
+    returns the number of elements whose status is not ``STATUS_OK``.
     """
     failures = 0
     warm = start_upper.size > 0
@@ -418,6 +411,7 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
         if p == 0.0:
             lower[i] = 0.0
             upper[i] = math.inf
+            status[i] = STATUS_OK
             continue
         d = delta[i * d_step]
         x_hi = math.nan
@@ -435,15 +429,16 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
                                            curvature, x_hi)
         _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f_at_zero, slope_at_inf,
                                             curvature, x_lo)
-        lower[i], upper[i], failed = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
-        failures += failed
+        lower[i], upper[i], code = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
+        status[i] = code
+        failures += code != STATUS_OK
     return failures
 
 
 _CLOSED_SIG = types.void(InVec, types.boolean, InVec, types.float64, OutVec, OutVec)
 
 
-@template()
+@template(slots=("CLOSED_FORM",))
 def _closed_form_bounds(p, pc, d, theta):
     """(lower, upper) of one element from its closed-form margins.
 
@@ -463,7 +458,7 @@ def _closed_form_bounds(p, pc, d, theta):
     return (0.0, math.inf) if p == 0.0 else (lower, upper)
 
 
-@template(_CLOSED_SIG, parallel=True)
+@template(_CLOSED_SIG, parallel=True, calls=(_closed_form_bounds,))
 def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
     """Bounds for every element from a closed-form margin (operands as above)."""
     n = lower.size
@@ -514,7 +509,7 @@ def _one_minus_product(p, r):
     return (1.0 - h) - low
 
 
-@template(_BINARY_SIG, parallel=True)
+@template(_BINARY_SIG, parallel=True, calls=(binary_value,))
 def binary_divergence_kernel(p_in, r_in, theta, out):
     """g(p, r) = p f(r) + (1 - p) f((1 - p r)/(1 - p)) for r in [0, 1/p].
 
@@ -552,7 +547,7 @@ _AT_SIG = types.void(
 )
 
 
-@template(_AT_SIG, parallel=True)
+@template(_AT_SIG, parallel=True, calls=(solve_margin,))
 def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, x_upper, x_lower):
     """x of the upper and lower margin at each z = logit p (NaN where the
     bound is not interior)."""
@@ -562,8 +557,3 @@ def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, x_upper, x_lo
                                   math.nan)[3]
         x_lower[k] = solve_margin(pc, p, delta, theta, f_at_zero, slope_at_inf, curvature,
                                   math.nan)[3]
-
-
-def margins_at(divergence, z, delta, x_upper, x_lower):
-    """``margin_at`` for a divergence: fills x_upper and x_lower at each z."""
-    specialise(margin_at, divergence)(z, delta, *root_constants(divergence), x_upper, x_lower)

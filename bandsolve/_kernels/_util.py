@@ -18,6 +18,7 @@ Threads, processes and the on-disk cache
 """
 
 import functools
+import math
 import os
 import threading
 
@@ -43,7 +44,7 @@ SCALED_CONJUGATE_SIG = types.float64(types.float64, types.float64, types.float64
                                      types.float64)
 
 #: ``closed_form(a, b, delta, theta) -> (upper margin, lower margin)`` in
-#: probability space for (a, b) = (p, 1 - p); see ``_closed_forms``.
+#: probability space for (a, b) = (p, 1 - p); see ``Divergence.margins``.
 CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
     types.float64, types.float64, types.float64, types.float64)
 ClosedFormFn = types.FunctionType(CLOSED_FORM_SIG)
@@ -116,3 +117,11 @@ def scaled_conjugate(fn):
 def closed_form(fn):
     """Compile a closed-form margin to the shared signature."""
     return jit(CLOSED_FORM_SIG)(fn)
+
+
+@scaled_conjugate
+def scaled_conjugate_unknown(s, v, x, theta):
+    """The default ``Divergence.scaled_conjugate``: no overflow-free form, so
+    an overflow stays unresolved (NaN: the solver reports a bound next to it
+    as OVERFLOW)."""
+    return math.nan

@@ -1,0 +1,77 @@
+"""One divergence's kernels, as one frozen namespace: ``kernels_for(div)``.
+
+Call sites read ``k = kernels_for(div); k.band_by_root(...)``: the namespace
+unpacks the divergence (its parameter and edge values, the kernels'
+scalar arguments) and compiles each template for it on first use
+(``_factory.specialise``, cached), so that no caller passes a Divergence's
+fields positionally and the kernel module holds kernels only. Arguments are
+trusted: contiguous float64 arrays, validated by the caller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from . import _solver
+from ._factory import specialise
+
+__all__ = ["Kernels", "kernels_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Kernels:
+    """The kernels of one divergence (any object with a Divergence's fields:
+    the kernel layer does not import the problem layer)."""
+
+    divergence: Any
+
+    @property
+    def has_closed_form(self) -> bool:
+        return self.divergence.margins is not None
+
+    def _root_constants(self) -> tuple:
+        div = self.divergence
+        return div.parameter, div.f_at_zero, div.slope_at_infinity, div.curvature_at_one
+
+    def band_by_closed_form(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
+                            lower: np.ndarray, upper: np.ndarray) -> None:
+        """Both bounds of every element from the closed form (never fails)."""
+        specialise(_solver.band_by_closed_form, self.divergence)(
+            x, from_logp, delta, self.divergence.parameter, lower, upper)
+
+    def band_by_root(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
+                     start_upper: np.ndarray, start_lower: np.ndarray, lower: np.ndarray,
+                     upper: np.ndarray, status: np.ndarray) -> int:
+        """Both bounds by the root finder; fills ``status`` (int8, the
+        ``_solver.STATUS_*`` codes) and returns the count of failed elements.
+        ``start_*``: warm-start tables (:meth:`margins_at` on
+        ``_warm_start.NODE_Z``), or empty arrays."""
+        return specialise(_solver.band_by_root, self.divergence)(
+            x, from_logp, delta, *self._root_constants(), start_upper, start_lower,
+            lower, upper, status)
+
+    def binary_divergence(self, p: np.ndarray, r: np.ndarray, out: np.ndarray) -> None:
+        """g(p, r) into ``out``."""
+        specialise(_solver.binary_divergence_kernel, self.divergence)(
+            p, r, self.divergence.parameter, out)
+
+    def margins_at(self, z: np.ndarray, delta: float, x_upper: np.ndarray,
+                   x_lower: np.ndarray) -> None:
+        """The root finder's x of the upper and lower margin at each z = logit p
+        (NaN where the bound is not interior)."""
+        specialise(_solver.margin_at, self.divergence)(
+            z, delta, *self._root_constants(), x_upper, x_lower)
+
+    def saturation_threshold(self, upper: bool, delta: float) -> float:
+        """The z = logit p from which the upper (lower) bound saturates
+        (``_solver.saturation_threshold``)."""
+        return specialise(_solver.saturation_threshold, self.divergence)(
+            upper, delta, self.divergence.parameter, self.divergence.f_at_zero)
+
+
+def kernels_for(divergence) -> Kernels:
+    """The kernels of ``divergence``, compiled for it on first use."""
+    return Kernels(divergence)

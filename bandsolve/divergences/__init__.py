@@ -1,0 +1,21 @@
+"""Divergences as data: one :class:`Divergence` record each, one module per family.
+
+Each family module (``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
+``hellinger``, ``js``, ``alpha``) writes its generator three times, side by
+side and independently: in numba for the kernels, in cvxpy for the convex
+check, in mpmath for the certificates, and ends with its ``DIVERGENCE``
+record. ``generic`` turns a user's f into the same record
+(:meth:`Divergence.from_generator`). Backends read the record's attributes;
+none of them looks at a divergence's name.
+
+Built in, by name: ``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
+``hellinger``, ``js``, and the Amari family ``alpha:<a>`` (or
+:func:`alpha_divergence`).
+"""
+
+from ._record import Divergence, DivergenceLike, LogForm, MpGenerator
+from ._registry import BUILTIN_DIVERGENCES, get_divergence
+from .alpha import alpha_divergence
+
+__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator", "BUILTIN_DIVERGENCES",
+           "alpha_divergence", "get_divergence"]

@@ -1,0 +1,198 @@
+"""The :class:`Divergence` record: every form of one f-divergence, as data.
+
+A divergence is one object. It holds its generator f (normalised to
+f(1) = f'(1) = 0) in each form a backend needs, written independently in
+each family's module (``kl.py``, ``tv.py``, ...):
+
+* **numba** (``f``, ``df``, ``f_conjugate``, ``margins``): what the kernels
+  compile (``bandsolve._kernels``);
+* **convex** (``convex_generator``, ``convex_perspective``, ``convex_log``):
+  DCP expressions for ``bandsolve.convex``, or None;
+* **exact** (``exact_form``): mpmath formulas for ``bandsolve.certificate``,
+  or None;
+
+and its edge values f(0), f'(inf) and f''(1). Backends read these
+attributes; none of them looks at a divergence's name, and none of the forms
+imports its library (cvxpy, mpmath) before it is called.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .._kernels._util import scaled_conjugate_unknown
+from .generic import compile_generator
+
+__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator"]
+
+
+class MpGenerator(NamedTuple):
+    """A generator at working precision: ``f(u, x)`` and ``df(u, x)`` with
+    x = u - 1 given exactly (so that f keeps its digits near u = 1), and its
+    edge values f(0), f'(0) and f'(inf) (mpmath numbers, possibly +-inf)."""
+
+    f: Callable
+    df: Callable
+    f_at_zero: Any  # an mpmath number
+    df_at_zero: Any  # an mpmath number
+    slope_at_infinity: Any  # an mpmath number
+
+
+class LogForm(NamedTuple):
+    """The reduced generator h(u) = f(u) - f'(inf) (u - 1) in y = log u:
+    h(e^y) = exp_coefficient e^(exponent y) + log_coefficient y - exp_coefficient,
+    convex in y. It exists for generators with f(0) = inf and a finite
+    f'(inf), whose lower bounds get arbitrarily small (``bandsolve.convex``
+    solves those in y = log r)."""
+
+    exp_coefficient: float
+    exponent: float
+    log_coefficient: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Divergence:
+    """One f-divergence D_f(P||Q) = sum_b Q(b) f(P(b)/Q(b)), as data.
+
+    Attributes
+    ----------
+    name : str
+        Registry name, e.g. ``"kl"`` or ``"alpha:0.5"``.
+    formula : str
+        The generator in words, for tables and docs.
+    f, df : numba function, signature ``(u, u - 1, parameter) -> float``
+        Generator and its derivative, both given u and u - 1 exactly.
+    f_conjugate : numba function, same signature
+        f*(v) = v f(1/v), evaluated for v in [0, 1/2].
+    f_at_zero : float
+        f(0) = lim_{u -> 0} f(u), possibly inf. Finite values allow saturation.
+    slope_at_infinity : float
+        f'(inf) = lim_{u -> inf} f(u)/u, possibly inf. Governs p = 1.
+    curvature_at_one : float
+        f''(1); the root finder's starting point uses it.
+    parameter : float
+        Passed to every form as its last argument (alpha's a).
+    margins : numba function or None
+        Closed form ``(p, 1 - p, delta, parameter) -> (upper margin, lower
+        margin)`` in probability; None means the root finder is used.
+    convex_generator : callable or None
+        Ratio form ``(w, parameter) -> cvxpy expression``: f(w) elementwise,
+        for ``bandsolve.convex``. None: no convex verification.
+    convex_perspective : callable or None
+        Perspective form ``(q, s, parameter) -> (s f(q/s), constraints)``,
+        jointly convex in scalar cvxpy Variables q and s >= 0; it keeps every
+        cone entry of the size of the term it carries. None: cvxpy's
+        ``perspective`` of ``convex_generator`` is used.
+    convex_log : callable or None
+        ``parameter -> LogForm or None``: the log form where one exists.
+    exact_form : callable or None
+        ``parameter -> MpGenerator``, built at the caller's mpmath precision,
+        for ``bandsolve.certificate``. None: no certificate.
+    scaled_conjugate : numba function
+        ``(s, v, v - 1, parameter) -> s f*(v)`` where f*(v) overflows float64
+        but the product need not (alpha with a > 1 at tiny p and huge delta):
+        +inf only where s f*(v) itself does. The default returns NaN: no such
+        form, so the root finder reports a bound next to an overflow.
+    """
+
+    name: str
+    formula: str
+    f: Callable
+    df: Callable
+    f_conjugate: Callable
+    f_at_zero: float
+    slope_at_infinity: float
+    curvature_at_one: float
+    parameter: float = 0.0
+    margins: Callable | None = None
+    convex_generator: Callable | None = None
+    convex_perspective: Callable | None = None
+    convex_log: Callable | None = None
+    exact_form: Callable | None = None
+    scaled_conjugate: Callable = scaled_conjugate_unknown
+
+    @property
+    def has_closed_form(self) -> bool:
+        return self.margins is not None
+
+    def without_closed_form(self) -> Divergence:
+        """The same divergence, solved by the generic root finder."""
+        return dataclasses.replace(self, margins=None, name=self.name + "[root]")
+
+    @classmethod
+    def from_generator(
+        cls,
+        name: str,
+        f: Callable[[float], float],
+        *,
+        df: Callable[[float], float] | None = None,
+        f_at_zero: float | None = None,
+        slope_at_infinity: float | None = None,
+        curvature_at_one: float | None = None,
+        formula: str = "user-defined",
+        convex_generator: Callable | None = None,
+        convex_perspective: Callable | None = None,
+        exact_form: Callable | None = None,
+    ) -> Divergence:
+        """A divergence from its generator f, solved by the generic root finder.
+
+        Parameters
+        ----------
+        f : callable u -> float
+            Convex on [0, inf) with f(1) = 0, written so numba can compile it
+            (``math`` functions, arithmetic). It is compiled with numpy's
+            error model (1/0 is inf); a function you jit yourself should use
+            ``error_model="numpy"`` too, or never divide by zero. A linear term c (u - 1) is
+            allowed and removed: it does not change the divergence.
+        df : callable, optional
+            f'(u). Without it f'(1) is estimated by Romberg extrapolation of
+            central differences, and f' elsewhere by a central difference with a
+            step relative to u (about 1e-10 relative where f keeps its digits);
+            the root finder's bisection safeguard makes an inexact derivative
+            cost iterations, never convergence.
+        f_at_zero, slope_at_infinity : float, optional
+            f(0) and lim f(u)/u of f with its linear term f'(1) (u - 1)
+            removed, so both are >= 0 (or inf). By default f(0) is evaluated,
+            and the slope is read from f(u)/u on u = 1e20, 1e40, ..., 1e300 up
+            to the first u where f overflows: the last value where two rungs
+            agree to 1e-6, else inf. Pass them when you know them: the band at
+            p = 1 depends on the slope directly.
+        curvature_at_one : float, optional
+            f''(1), used only for the starting point (default: estimated).
+        convex_generator : callable, optional
+            ``(w, parameter) -> f(w)`` with cvxpy atoms, for ``bandsolve.convex``.
+        convex_perspective : callable, optional
+            ``(q, s, parameter) -> (s f(q/s), constraints)`` with cvxpy atoms;
+            without it ``bandsolve.convex`` uses ``cvxpy.perspective``.
+        exact_form : callable, optional
+            ``parameter -> MpGenerator``: f in mpmath, for certificates.
+
+        Raises
+        ------
+        ValueError
+            If f(1) is not 0; f is NaN or raises at a point of the convexity
+            grid (u > 0), or is not convex there; f(0) is NaN without
+            ``f_at_zero``; f(u)/u meets a NaN before it settles without
+            ``slope_at_infinity``; or a given edge value is NaN or negative.
+            docs/divergences.md states the whole contract.
+        TypeError
+            If numba cannot compile f.
+
+        Notes
+        -----
+        Accuracy depends on how f is written: a formula that cancels near
+        u = 1 limits the bounds to the digits f keeps there. The forms you
+        pass are trusted: they must be the same f as ``f``.
+        """
+        compiled = compile_generator(name, f, df, f_at_zero, slope_at_infinity,
+                                     curvature_at_one)
+        return cls(name=name, formula=formula, **compiled,
+                   convex_generator=convex_generator, convex_perspective=convex_perspective,
+                   exact_form=exact_form)
+
+
+#: What every public function accepts as a divergence: a name or a Divergence.
+DivergenceLike = str | Divergence
+

@@ -1,0 +1,66 @@
+"""js: Jensen-Shannon, f(u) = (u log u - (1 + u) log((1 + u)/2)) / 2.
+
+Edges: f(0) = log(2)/2, f'(inf) = log(2)/2, f''(1) = 1/4. Saturates where g
+at the simplex end is <= delta; at p = 1 the lower bound is the root of
+f(r) + (1 - r) log(2)/2 = delta.
+"""
+
+import math
+
+from .._kernels._special import xlogx_m_xm1
+from .._kernels._util import generator
+from . import _exact
+from ._record import Divergence, MpGenerator
+
+_LOG2 = math.log(2.0)
+
+
+# --- numba ---------------------------------------------------------------------
+@generator
+def f(u, x, theta):  # self-conjugate: v f(1/v) = f(v)
+    # With phi(x) = (1+x) log(1+x) - x: f = (phi(x) - 2 phi(x/2)) / 2, where the
+    # linear parts cancel exactly and the rest cancels by at most a factor 2.
+    return 0.5 * (xlogx_m_xm1(u, x) - 2.0 * xlogx_m_xm1(0.5 + 0.5 * u, 0.5 * x))
+
+
+@generator
+def df(u, x, theta):
+    # f'(u) = log(2u / (1 + u)) / 2 = log1p(x / (1 + u)) / 2
+    if u > 1e300:
+        return 0.5 * _LOG2
+    return 0.5 * math.log1p(x / (1.0 + u))
+
+
+# --- cvxpy ---------------------------------------------------------------------
+def convex_generator(w, a):
+    import cvxpy as cp
+
+    mix = (w + 1) / 2  # the Jensen-Shannon midpoint, in ratio units
+    return (cp.kl_div(w, mix) + cp.kl_div(1, mix)) / 2
+
+
+def convex_perspective(q, s, a):
+    import cvxpy as cp
+
+    mix = (q + s) / 2
+    return (cp.kl_div(q, mix) + cp.kl_div(s, mix)) / 2, []
+
+
+# --- mpmath --------------------------------------------------------------------
+def exact_form(a):
+    import mpmath as mp
+
+    def exact_f(u, x):  # (u log u - (1 + u) log((1 + u)/2)) / 2
+        return (_exact.xlog(u, x) - (2 + x) * mp.log1p(x / 2)) / 2
+
+    def exact_df(u, x):  # log(2u / (1 + u)) / 2
+        return (_exact.log(u, x) - mp.log1p(x / 2)) / 2
+
+    return MpGenerator(exact_f, exact_df, mp.log(2) / 2, -mp.inf, mp.log(2) / 2)
+
+
+DIVERGENCE = Divergence(
+    "js", "(u log u - (1 + u) log((1 + u)/2)) / 2", f, df, f,
+    f_at_zero=_LOG2 / 2, slope_at_infinity=_LOG2 / 2, curvature_at_one=0.25,
+    convex_generator=convex_generator, convex_perspective=convex_perspective,
+    exact_form=exact_form)

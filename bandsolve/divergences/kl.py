@@ -1,0 +1,66 @@
+"""kl: f(u) = u - 1 - log u, KL(pi_old || pi_new), the paper's divergence.
+
+Edges: f(0) = inf (the band never saturates), f'(inf) = 1, f''(1) = 1. At
+p = 1 the lower bound is exp(-delta). Possible issues: the lower bound
+exp(-delta/p) underflows float64 for delta/p > 745 (it is then 0, and the
+convex check works in log r).
+"""
+
+import math
+
+from .._kernels._special import log1pmx, xlogx_m_xm1
+from .._kernels._util import generator
+from . import _exact
+from ._record import Divergence, LogForm, MpGenerator
+
+
+# --- numba ---------------------------------------------------------------------
+@generator
+def f(u, x, theta):
+    return -log1pmx(u, x)
+
+
+@generator
+def df(u, x, theta):
+    # 1 - 1/u; x/u is exact near 1, and the plain form survives u = inf
+    if u > 2.0:
+        return 1.0 - 1.0 / u
+    return x / u
+
+
+@generator
+def conjugate(v, x, theta):
+    # f*(v) = v f(1/v) = v log v - v + 1
+    return xlogx_m_xm1(v, x)
+
+
+# --- cvxpy ---------------------------------------------------------------------
+def convex_generator(w, a):
+    import cvxpy as cp
+
+    return w - 1 - cp.log(w)
+
+
+def convex_perspective(q, s, a):
+    import cvxpy as cp
+
+    return q - s + cp.rel_entr(s, q), []  # q - s - s log(q/s)
+
+
+def convex_log(a):
+    return LogForm(0.0, 0.0, -1.0)  # h(u) = -log u
+
+
+# --- mpmath --------------------------------------------------------------------
+def exact_form(a):
+    import mpmath as mp
+
+    return MpGenerator(lambda u, x: x - _exact.log(u, x), lambda u, x: 1 - 1 / u,
+                       mp.inf, -mp.inf, mp.mpf(1))
+
+
+DIVERGENCE = Divergence(
+    "kl", "u - 1 - log u", f, df, conjugate,
+    f_at_zero=math.inf, slope_at_infinity=1.0, curvature_at_one=1.0,
+    convex_generator=convex_generator, convex_perspective=convex_perspective,
+    convex_log=convex_log, exact_form=exact_form)
