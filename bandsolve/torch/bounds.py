@@ -23,6 +23,7 @@ import torch
 
 from .. import _validate, api
 from .. import table as _table
+from ..table import evaluate as _evaluate_table
 from ..divergences import DivergenceLike, get_divergence
 
 #: (lower, upper) ratio bounds, tensors of the input's shape, dtype and device
@@ -49,7 +50,8 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 class _SideTensors:
-    """One bound's table as tensors of one dtype on one device."""
+    """One bound's table as tensors of one dtype on one device, for
+    ``bandsolve.table.evaluate``."""
 
     def __init__(self, side: _table.TableSide, dtype, device):
         self.center = side.center
@@ -61,29 +63,17 @@ class _SideTensors:
         self.coefficients = torch.as_tensor(side.coefficients.T, dtype=dtype,
                                             device=device).contiguous()
 
-    def log_share(self, z: torch.Tensor) -> torch.Tensor:
-        """y = log s at z: ``bandsolve.table._side_numpy``, in torch."""
-        d = z - self.center
-        mantissa, exponent = torch.frexp(d.abs())
-        in_octaves = (exponent >= _table.OCTAVE_MIN) & (d != 0.0)  # frexp(0) = (0, 0)
-        # both products are by powers of two: exact
-        position = torch.where(in_octaves, (2.0 * mantissa - 1.0) * _table.PER_OCTAVE,
-                               d.abs() * (2.0 ** (1 - _table.OCTAVE_MIN) * _table.PER_OCTAVE))
-        segment = torch.where(in_octaves, exponent - (_table.OCTAVE_MIN - 1), 0)
-        j = torch.floor(position)
-        k = segment.long() * _table.PER_OCTAVE + j.long()
-        beyond = k >= _table.INTERVALS_PER_SIGN
-        k = torch.where(beyond, _table.INTERVALS_PER_SIGN - 1, k)
-        t = torch.where(beyond, 1.0, position - j)
-        if self.two_sided:
-            k = k + (d < 0.0).long() * _table.INTERVALS_PER_SIGN
-        # NaN z casts to an arbitrary integer: keep every gather in bounds
-        k = k.clamp(0, self.coefficients.shape[1] - 1)
-        c = self.coefficients.index_select(1, k.reshape(-1)).reshape(6, *k.shape)
-        y = c[5]
-        for i in (4, 3, 2, 1, 0):
-            y = y * t + c[i]
-        return y.clamp(max=0.0)
+
+def _gather(coefficients: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    return coefficients.index_select(1, k.reshape(-1)).reshape(coefficients.shape[0], *k.shape)
+
+
+#: bandsolve.table's evaluation in torch
+TORCH_OPS = _evaluate_table.ArrayOps(
+    frexp=torch.frexp, where=torch.where, floor=torch.floor, abs=torch.abs, exp=torch.exp,
+    expm1=torch.expm1, log=torch.log, isnan=torch.isnan, minimum=torch.minimum,
+    clamp=lambda x, low, high: x.clamp(low, high), to_index=lambda x: x.long(),
+    gather=_gather)
 
 
 class BandTable:
@@ -191,25 +181,9 @@ class BandTable:
 
     def _evaluate(self, logp, q, dtype):
         lower_side, upper_side = self._sides[dtype]
-        # z = logit p; clamped so that p = 0 and p = 1 stay finite in the tails
-        z = (logp - torch.log(q)).clamp(-1e30, 1e30)
-        inv_p = torch.exp(-logp)
-        y_hi = upper_side.log_share(z)
-        upper = torch.minimum(1.0 + torch.exp(y_hi - logp) * q, inv_p)
-        upper = torch.where(z >= upper_side.threshold, inv_p, upper)
-        upper = torch.where(logp == -math.inf, math.inf, upper)
-        if self.max_ratio != math.inf:
-            upper = upper.clamp(max=self.max_ratio)
-        y_lo = lower_side.log_share(z)
-        lower = torch.where(z <= lower_side.threshold, 0.0, 0.0 - torch.expm1(y_lo))
-        lower = torch.where(q == 0.0, self.data.lower_at_one, lower)
-        # p = 0 is the limit the grid only approaches (z clamped): exactly 0,
-        # as in the numpy API
-        lower = torch.where(logp == -math.inf, 0.0, lower)
-        # Unvalidated invalid input (NaN, +inf, log p > 0, p outside [0, 1])
-        # makes z NaN: both bounds say so rather than a number.
-        invalid = torch.isnan(z)
-        return lower.masked_fill(invalid, math.nan), upper.masked_fill(invalid, math.nan)
+        return _evaluate_table.bounds(TORCH_OPS, lower_side, upper_side, logp, q,
+                                      lower_at_one=self.data.lower_at_one,
+                                      max_ratio=self.max_ratio)
 
 
 def _invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
