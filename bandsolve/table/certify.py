@@ -10,8 +10,7 @@ import numpy as np
 
 from .. import api
 from ..divergences import Divergence, DivergenceLike, get_divergence
-from .data import ATOL, INTERVALS_PER_SIGN, BandTableData, TableIntegrityError, TableSide, \
-    distance_nodes
+from .data import ATOL, INTERVALS_PER_SIGN, BandTableData, TableIntegrityError, TableSide, distance_nodes
 from .evaluate import NUMPY_OPS, evaluate_numpy, interval_of
 
 __all__ = ["certify", "check_against_solver", "table_divergence", "log_sigmoid"]
@@ -37,7 +36,9 @@ def _check_points(table: BandTableData) -> np.ndarray:
     for side in (table.upper, table.lower):
         points += [side.center + inside, side.center - inside]
     z = np.concatenate(points)
-    return np.concatenate([z[np.abs(z) <= CERTIFIED_Z], [-np.inf, np.inf]])
+    # p = 0 and p = 1, and p beyond the grid (log p = -1e300): there the
+    # evaluation reads the last interval's end, which must hold the limit
+    return np.concatenate([z[np.abs(z) <= CERTIFIED_Z], [-np.inf, np.inf, -1e300]])
 
 
 def certify(table: BandTableData, div: Divergence) -> float:

@@ -83,9 +83,9 @@ def build(divergence: DivergenceLike = "kl", delta: float = 0.05, *,
     ------
     TypeError, ValueError
         As :func:`bandsolve.band` for delta, max_ratio and the divergence;
-        ValueError for an array delta, a subnormal delta (no table file
-        holds one), and where the certificate is not finite (the table
-        misses the root finder without bound somewhere), so that no table
+        ValueError for an array delta, and where the certificate is not
+        finite (the table misses the root finder without bound somewhere,
+        e.g. kl at the smallest subnormal delta), so that no table
         certifies nothing.
     """
     div = get_divergence(divergence)
@@ -94,12 +94,6 @@ def build(divergence: DivergenceLike = "kl", delta: float = 0.05, *,
         raise ValueError(f"a table holds one delta; got an array of shape {delta_arr.shape}")
     cap = float(_validate.check_max_ratio(max_ratio))
     d = float(delta_arr)
-    if d < np.finfo(np.float64).tiny:
-        # no file could hold it either: a table's stored delta must be normal
-        raise ValueError(f"the table of {div.name} at delta={d!r} cannot be certified: a "
-                         "subnormal delta is below the range tables are built for "
-                         "(certified exactly for delta from 1e-6 to 10); use the numpy "
-                         "API bandsolve.band for this delta")
     draft = BandTableData(divergence=div.name, delta=d, max_ratio=cap,
                           upper=_fit_side(div, d, True), lower=_fit_side(div, d, False),
                           lower_at_one=float(api.band(1.0, d, div)[0]), rtol=math.nan)

@@ -16,8 +16,16 @@ import numpy as np
 
 from ..divergences import DivergenceLike
 from .certify import check_against_solver, table_divergence
-from .data import DEGREE, INTERVALS_PER_SIGN, OCTAVE_MAX, OCTAVE_MIN, PER_OCTAVE, \
-    BandTableData, TableIntegrityError, TableSide
+from .data import (
+    DEGREE,
+    INTERVALS_PER_SIGN,
+    OCTAVE_MAX,
+    OCTAVE_MIN,
+    PER_OCTAVE,
+    BandTableData,
+    TableIntegrityError,
+    TableSide,
+)
 from .fit import build
 
 __all__ = ["to_arrays", "from_arrays", "checksum", "save", "load", "FORMAT",
