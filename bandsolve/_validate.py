@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -289,9 +290,11 @@ def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple
                         f"(got {type(out).__name__})")
     first_input = next(iter(inputs.values()))
     seen = {name: kind.memory(x) for name, x in inputs.items()}
-    for label, arr in zip(("out[0] (lower)", "out[1] (upper)"), out):
-        if not isinstance(arr, kind.array_type):
-            raise TypeError(f"{label} must be a {kind.type_name} (got {type(arr).__name__})")
+    for label, candidate in zip(("out[0] (lower)", "out[1] (upper)"), out):
+        if not isinstance(candidate, kind.array_type):
+            raise TypeError(f"{label} must be a {kind.type_name} "
+                            f"(got {type(candidate).__name__})")
+        arr: Any = candidate  # an array of kind's library: dtype, shape
         if arr.dtype != dtype:
             raise TypeError(f"{label} must have dtype {dtype} for this input (got {arr.dtype})")
         if tuple(arr.shape) != tuple(shape):

@@ -92,7 +92,7 @@ class BandConfigKeys:
     """
 
     band_delta: float = BandSettings.delta
-    band_divergence: str = BandSettings.divergence
+    band_divergence: str = "kl"
     band_max_ratio: Optional[float] = BandSettings.max_ratio  # noqa: UP045
     band_dual_clip: bool = True
     band_validate: bool = True
