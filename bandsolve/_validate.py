@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -21,7 +23,7 @@ _PARALLEL_SCAN_MIN = 32768
 
 __all__ = ["as_real_array", "check_probability", "check_log_probability",
            "check_delta", "check_max_ratio", "check_ratio", "flat_operands", "BandRequest",
-           "band_request"]
+           "band_request", "Memory", "OutKind", "check_out"]
 
 
 def as_real_array(value, name: str) -> np.ndarray:
@@ -230,3 +232,125 @@ def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=Non
     name = "logp" if from_logp else "p"
     return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
                        ((name, x_arr), ("delta", delta_arr)))
+
+
+# ------------------------------------------------------------------- out=
+
+
+@dataclasses.dataclass(frozen=True)
+class Memory:
+    """Where an array's elements lie: the first element's byte address, the
+    shape, the strides in bytes (negative ones allowed) and the element size."""
+
+    start: int
+    shape: tuple
+    byte_strides: tuple
+    itemsize: int
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def span(self) -> tuple[int, int]:
+        """The bytes [first, end) the elements span."""
+        if self.size == 0:
+            return self.start, self.start
+        low = sum(min(0, (n - 1) * s) for n, s in zip(self.shape, self.byte_strides))
+        high = sum(max(0, (n - 1) * s) for n, s in zip(self.shape, self.byte_strides))
+        return self.start + low, self.start + high + self.itemsize
+
+    def addresses(self) -> np.ndarray:
+        return self.start + byte_offsets(self.shape, self.byte_strides)
+
+
+#: Above this many elements, a layout that the stride test cannot clear is
+#: taken to overlap rather than checked element by element.
+EXACT_OVERLAP_LIMIT = 1 << 22
+
+
+def overlaps_itself(m: Memory, exact_limit: int = EXACT_OVERLAP_LIMIT) -> bool:
+    """Whether two elements share a byte. Cleared at once where the strides,
+    sorted, each step past everything the smaller ones span (every C,
+    Fortran, sliced or transposed layout); else decided from the elements'
+    byte offsets (a stride of 0, as_strided views), or taken to overlap
+    beyond ``exact_limit`` elements."""
+    dims = sorted((abs(s), n) for s, n in zip(m.byte_strides, m.shape) if n > 1)
+    if m.size == 0 or not dims:
+        return False
+    span = m.itemsize
+    for stride, n in dims:
+        if stride < span:
+            break
+        span += stride * (n - 1)
+    else:
+        return False
+    if m.size > exact_limit:
+        return True
+    offsets = np.sort(byte_offsets(m.shape, m.byte_strides))
+    return bool(np.any(np.diff(offsets) < m.itemsize))
+
+
+def overlap(a: Memory, b: Memory) -> bool:
+    """Whether two arrays share a byte: their spans first, then, where the
+    spans intersect (interleaved views of one buffer), their addresses."""
+    (a0, a1), (b0, b1) = a.span(), b.span()
+    if not (a.size and b.size and a0 < b1 and b0 < a1):
+        return False
+    if a.size + b.size > EXACT_OVERLAP_LIMIT:
+        return True
+    starts = np.concatenate([a.addresses(), b.addresses()])
+    ends = starts + np.repeat([a.itemsize, b.itemsize], [a.size, b.size])
+    owner = np.repeat([False, True], [a.size, b.size])
+    order = np.argsort(starts, kind="stable")
+    # sorted by start: a byte is shared iff some element starts before the
+    # previous elements' furthest end and belongs to the other array
+    reach = np.maximum.accumulate(ends[order])
+    clash = (starts[order][1:] < reach[:-1]) & (owner[order][1:] != owner[order][:-1])
+    return bool(clash.any())
+
+
+@dataclasses.dataclass(frozen=True)
+class OutKind:
+    """What an ``out=`` pair must be for one array library: ``array_type``
+    (named ``type_name`` in messages), its ``memory`` layout, and ``check``,
+    the library's own conditions (device, writability, gradients), which
+    raises for ``(label, array, input)``."""
+
+    array_type: type
+    type_name: str
+    memory: Callable
+    check: Callable
+
+
+def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple | None:
+    """``out`` validated against the result: None, or a pair (lower, upper)
+    of ``kind``'s arrays of ``dtype`` and ``shape``, passing ``kind.check``,
+    sharing memory neither with each other nor with any of ``inputs`` (name
+    to array; the first is the one ``kind.check`` sees)."""
+    if out is None:
+        return None
+    if not isinstance(out, tuple | list) or len(out) != 2:
+        raise TypeError(f"out must be a pair (lower, upper) of {kind.type_name}s "
+                        f"(got {type(out).__name__})")
+    first_input = next(iter(inputs.values()))
+    seen = {name: kind.memory(x) for name, x in inputs.items()}
+    for label, candidate in zip(("out[0] (lower)", "out[1] (upper)"), out):
+        if not isinstance(candidate, kind.array_type):
+            raise TypeError(f"{label} must be a {kind.type_name} "
+                            f"(got {type(candidate).__name__})")
+        arr: Any = candidate  # an array of kind's library: dtype, shape
+        if arr.dtype != dtype:
+            raise TypeError(f"{label} must have dtype {dtype} for this input (got {arr.dtype})")
+        if tuple(arr.shape) != tuple(shape):
+            raise ValueError(f"{label} must have the result's shape {tuple(shape)} "
+                             f"(got {tuple(arr.shape)})")
+        kind.check(label, arr, first_input)
+        memory = kind.memory(arr)
+        if overlaps_itself(memory):
+            raise ValueError(f"{label} has elements that share memory (an expanded or "
+                             "stride-0 array?): each bound needs its own element")
+        for other, other_memory in seen.items():
+            if overlap(memory, other_memory):
+                raise ValueError(f"{label} shares memory with {other}")
+        seen[label] = memory
+    return out[0], out[1]

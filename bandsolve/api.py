@@ -22,27 +22,9 @@ _EXACT_OVERLAP_LIMIT = 1 << 24
 
 
 def _overlaps_itself(arr: np.ndarray) -> bool:
-    """Whether two elements of ``arr`` share a byte.
-
-    Cleared at once where the strides, sorted, each step past everything the
-    smaller ones span (every C, Fortran, sliced or transposed layout); else
-    decided from the elements' byte offsets (a stride of 0, as_strided views).
-    """
-    dims = sorted((abs(stride), size) for stride, size in zip(arr.strides, arr.shape)
-                  if size > 1)
-    if arr.size == 0 or not dims:
-        return False
-    span = arr.itemsize
-    for stride, size in dims:
-        if stride < span:
-            break
-        span += stride * (size - 1)
-    else:
-        return False
-    if arr.size > _EXACT_OVERLAP_LIMIT:
-        return True
-    offsets = np.sort(_validate.byte_offsets(arr.shape, arr.strides))
-    return bool(np.any(np.diff(offsets) < arr.itemsize))
+    """Whether two elements of ``arr`` share a byte (``_validate.overlaps_itself``)."""
+    return _validate.overlaps_itself(_validate.Memory(0, arr.shape, arr.strides, arr.itemsize),
+                                     _EXACT_OVERLAP_LIMIT)
 
 
 def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:

@@ -228,10 +228,13 @@ def _kernel_dispatchers():
     """numba dispatchers of bandsolve's kernels (the ones behind ``band``)."""
     from numba.core.registry import CPUDispatcher
 
-    from bandsolve import _kernels
-    for mod_name in ("_scan", "_solver", "_closed_forms", "_generators", "_warm_start"):
+    modules = [f"bandsolve._kernels.{name}" for name in ("_scan", "_solver", "_warm_start")]
+    # the built-in generators and closed forms live with their families
+    modules += [f"bandsolve.divergences.{name}" for name in (
+        "kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js", "alpha")]
+    for mod_name in modules:
         try:
-            mod = _import_module(f"{_kernels.__name__}.{mod_name}")
+            mod = _import_module(mod_name)
         except ImportError:
             continue
         for obj in vars(mod).values():

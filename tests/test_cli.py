@@ -59,3 +59,14 @@ def test_verify_writes_to_bandsolve_output_by_default(tmp_path, monkeypatch):
     assert main(["verify", "--quiet"]) == 0
     text = (tmp_path / "bandsolve-output" / "verify.md").read_text()
     assert "certified interval" in text and "| `kl` |" in text
+
+
+def test_bounds_command_imports_no_cvxpy_mpmath_matplotlib_or_tqdm():
+    # cli.py built every subcommand's parser, importing the reproduction (and
+    # with it convex, mpmath, tqdm) just to print a band
+    code = ("import sys; from bandsolve.cli import main; main(['bounds', '--p', '0.5']); "
+            "print(sorted(m for m in ('cvxpy', 'mpmath', 'matplotlib', 'tqdm') "
+            "if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.splitlines()[-1] == "[]", out

@@ -153,3 +153,17 @@ def test_inputs_must_share_a_shape():
     x = torch.zeros(2, 3)
     with pytest.raises(ValueError, match="share one shape"):
         policy_loss(x, x, x, torch.ones(2, 4))
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(delta=-0.1), ValueError, "positive"),
+    (dict(max_ratio=0.5), ValueError, "max_ratio"),
+    (dict(divergence="nope"), ValueError, "unknown divergence"),
+    (dict(validate="maybe"), ValueError, "validate must be"),
+])
+def test_band_settings_are_refused_when_made_not_at_the_first_step(kwargs, error, match):
+    # the TRL plug-in validated its settings by computing a band of torch.zeros(1)
+    from bandsolve.torch import BandSettings
+
+    with pytest.raises(error, match=match):
+        BandSettings(**kwargs)

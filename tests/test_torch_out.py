@@ -28,7 +28,7 @@ def test_out_receives_the_same_bounds(dtype):
      r"out\[0\].*torch.float32"),
     (lambda x: (torch.empty(4), np.empty(4)), TypeError, r"out\[1\].*tensor"),
     (lambda x: (torch.empty(3), torch.empty(4)), ValueError, "shape"),
-    (lambda x: (x, torch.empty(4)), ValueError, "shares memory with log_prob"),
+    (lambda x: (x, torch.empty(4)), ValueError, "shares memory with logp"),
     (lambda x: _same(), ValueError, r"out\[1\] \(upper\) shares memory with out\[0\]"),
 ])
 def test_bad_out_raises(make_out, exc, match):

@@ -1,5 +1,9 @@
-"""Light entry points that trainers' plug-in registries import in every process.
+"""Trainer plug-ins: verl (:mod:`.verl`), TRL (:mod:`.trl`), SkyRL (:mod:`.skyrl`).
 
-Each module here registers bandsolve's names with a trainer and defers the
-real work (numba, the kernels, ``bandsolve.torch``) to the first call.
+Each maps its trainer's configuration onto :class:`bandsolve.torch.BandSettings`
+and calls the shared :func:`bandsolve.torch.loss_terms`, and imports its
+trainer, so import it only where that trainer is installed (also as
+``bandsolve.torch.verl``, ``.trl``, ``.skyrl``). :mod:`.verl_entry_point` is
+the light module verl's plug-in registry imports in every process. Importing
+this package imports none of them.
 """

@@ -2,7 +2,7 @@
 
 verl imports every ``verl.plugins`` entry point on ``import verl``, in every
 process, whether or not a run uses ``bandpo``. This module therefore imports
-only verl's registry; the loss itself (:mod:`bandsolve.torch.verl`, which
+only verl's registry; the loss itself (:mod:`bandsolve.integrations.verl`, which
 brings numba and the kernels) is imported on the first call, and then
 replaces this stand-in in the registry.
 """
@@ -18,7 +18,7 @@ LOSS_NAME = "bandpo"
 
 @register_policy_loss(LOSS_NAME)
 def compute_policy_loss_bandpo(*args: Any, **kwargs: Any) -> Any:
-    """Import :func:`bandsolve.torch.verl.compute_policy_loss_bandpo` and call it."""
-    from bandsolve.torch.verl import compute_policy_loss_bandpo as loss
+    """Import :func:`bandsolve.integrations.verl.compute_policy_loss_bandpo` and call it."""
+    from bandsolve.integrations.verl import compute_policy_loss_bandpo as loss
 
     return loss(*args, **kwargs)

@@ -5,25 +5,33 @@
   path and for exported tables (``bandsolve export``).
 * Clipping rules: :class:`Band` (BandPO), :class:`PPOClip`, :class:`ClipHigher`,
   :class:`DCPO`, :class:`NoClip`.
+* :class:`BandSettings`: the band's settings, checked once; what every
+  trainer plug-in maps its config onto.
 * :func:`policy_loss` with :class:`PolicyLossConfig`: the clipped surrogate,
-  dual clip, verl's loss aggregation modes, and metrics.
-* Trainer plug-ins: ``bandsolve.torch.verl`` (policy loss ``bandpo``) and
-  ``bandsolve.torch.trl`` (``BandGRPOTrainer``).
+  dual clip, verl's loss aggregation modes, and metrics; :func:`loss_terms`,
+  its per-token terms, which the trainer plug-ins aggregate their own way.
+* Trainer plug-ins live in ``bandsolve.integrations`` (verl, TRL, SkyRL);
+  ``bandsolve.torch.verl``, ``.trl`` and ``.skyrl`` are their import paths.
 """
 
-from .bounds import BandTable, band, band_from_logp, compute_dtype
+from .bounds import band, band_from_logp
+from .device_table import BandTable
 from .losses import (
                      LOSS_AGG_MODES,
                      P_BUCKETS,
+                     LossTerms,
                      PolicyLossConfig,
                      aggregate,
                      clip_metrics,
                      clipped_surrogate,
+                     loss_terms,
                      policy_loss,
 )
 from .rules import DCPO, Band, ClipHigher, NoClip, PPOClip
+from .settings import BandSettings
+from .validation import compute_dtype
 
 __all__ = ["band", "band_from_logp", "BandTable", "compute_dtype",
            "policy_loss", "PolicyLossConfig", "aggregate", "clipped_surrogate", "clip_metrics",
-           "LOSS_AGG_MODES", "P_BUCKETS",
+           "loss_terms", "LossTerms", "LOSS_AGG_MODES", "P_BUCKETS", "BandSettings",
            "Band", "PPOClip", "ClipHigher", "DCPO", "NoClip"]

@@ -83,7 +83,8 @@ def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Te
     return loss
 
 
-def _masked_mean(x, mask):
+def masked_mean(x, mask):
+    """The mean of x over the tokens where mask is 1, in float32 (0 for none)."""
     valid = mask.bool()
     x = torch.where(valid, x.to(torch.float32), torch.zeros((), dtype=torch.float32,
                                                             device=x.device))
@@ -100,6 +101,68 @@ def _check(log_prob, old_log_prob, advantages, response_mask):
         raise ValueError(f"all inputs must be on one device (got {sorted(map(str, devices))})")
 
 
+@dataclasses.dataclass(frozen=True)
+class LossTerms:
+    """The per-token pieces of a clipped surrogate (see :func:`loss_terms`)."""
+
+    pg_losses: torch.Tensor
+    ratio: torch.Tensor
+    log_ratio: torch.Tensor
+    lower: torch.Tensor
+    upper: torch.Tensor
+    #: old log-probabilities and advantages, 0 under the mask
+    old_log_prob: torch.Tensor
+    advantages: torch.Tensor
+    dual_clip: float | None
+
+    # metrics: no gradient (a context, not a decorator, which dynamo cannot trace)
+    def clip_metrics(self, mask: torch.Tensor) -> dict:
+        """:func:`clip_metrics` of these terms."""
+        with torch.no_grad():
+            return clip_metrics(self.ratio, self.advantages, mask, self.old_log_prob,
+                                self.lower, self.upper)
+
+    def dual_clip_fraction(self, mask: torch.Tensor) -> torch.Tensor:
+        """Share of tokens where the dual clip binds: A < 0 and max(r, lower) > c."""
+        with torch.no_grad():
+            if self.dual_clip is None:
+                return masked_mean(torch.zeros_like(self.ratio, dtype=torch.bool), mask)
+            return masked_mean((self.advantages < 0)
+                                & (torch.maximum(self.ratio, self.lower) > self.dual_clip), mask)
+
+    def approx_kl(self, mask: torch.Tensor) -> torch.Tensor:
+        """Mean of log pi_old - log pi (verl's and SkyRL's ``ppo_kl``)."""
+        with torch.no_grad():
+            return masked_mean(-self.log_ratio, mask)
+
+
+def loss_terms(log_prob, old_log_prob, advantages, response_mask, rule,
+               dual_clip: float | None = None) -> LossTerms:
+    """Per token, the clipped surrogate of ``rule`` (a clipping rule or
+    :class:`bandsolve.torch.BandSettings`), before aggregation:
+
+        old        = old_log_prob, 0 where the mask is 0 (padding never matters)
+        lo, hi     = rule.bounds(old)
+        r          = exp(clamp(log_prob - old, -20, 20))
+        pg_loss    = max(-A r, -A clip(r, lo, hi)),  and for A < 0: min(pg_loss, -c A)
+
+    The bounds are cast to the ratio's dtype, so that the loss keeps the
+    trainer's precision. One masked copy of the old log-probabilities serves
+    the bounds, the ratio and the metrics.
+    """
+    valid = response_mask.bool()
+    old_log_prob = torch.where(valid, old_log_prob, torch.zeros_like(old_log_prob))
+    advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
+    lower, upper = rule.bounds(old_log_prob)
+    log_ratio = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    ratio = torch.exp(log_ratio)
+    lower, upper = lower.to(ratio.dtype), upper.to(ratio.dtype)
+    pg_losses = clipped_surrogate(ratio, advantages, lower, upper, dual_clip)
+    return LossTerms(pg_losses=pg_losses, ratio=ratio, log_ratio=log_ratio, lower=lower,
+                     upper=upper, old_log_prob=old_log_prob, advantages=advantages,
+                     dual_clip=dual_clip)
+
+
 def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=PolicyLossConfig()):
     """The clipped surrogate of ``config.rule``, aggregated; returns (loss, metrics).
 
@@ -109,18 +172,10 @@ def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=Policy
         Inputs of different shapes or devices; a bad configuration.
     """
     _check(log_prob, old_log_prob, advantages, response_mask)
-    valid = response_mask.bool()
-    # padding is the trainer's business: a masked token's values never matter
-    old_log_prob = torch.where(valid, old_log_prob, torch.zeros_like(old_log_prob))
-    advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
-    lower, upper = config.rule.bounds(old_log_prob)
-    log_ratio = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
-    ratio = torch.exp(log_ratio)
-    pg_losses = clipped_surrogate(ratio, advantages, lower, upper, config.dual_clip)
-    loss = aggregate(pg_losses, response_mask, config.loss_agg_mode)
-    with torch.no_grad():
-        metrics = clip_metrics(ratio, advantages, response_mask, old_log_prob, lower, upper)
-    return loss, metrics
+    terms = loss_terms(log_prob, old_log_prob, advantages, response_mask, config.rule,
+                       config.dual_clip)
+    loss = aggregate(terms.pg_losses, response_mask, config.loss_agg_mode)
+    return loss, terms.clip_metrics(response_mask)
 
 
 def clipped_surrogate(ratio, advantages, lower, upper, dual_clip=None):
@@ -143,16 +198,16 @@ def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper):
     clipped_low = (ratio < lower) & (advantages < 0)
     width = upper - lower
     metrics = {
-        "clipfrac_upper": _masked_mean(clipped_high, mask),
-        "clipfrac_lower": _masked_mean(clipped_low, mask),
-        "ratio_mean": _masked_mean(ratio, mask),
-        "wider_than_clip_higher": _masked_mean(width > _CLIP_HIGHER_WIDTH, mask),
+        "clipfrac_upper": masked_mean(clipped_high, mask),
+        "clipfrac_lower": masked_mean(clipped_low, mask),
+        "ratio_mean": masked_mean(ratio, mask),
+        "wider_than_clip_higher": masked_mean(width > _CLIP_HIGHER_WIDTH, mask),
     }
     p = old_log_prob.exp()
     for name, low, high in P_BUCKETS:
         in_bucket = mask.bool() & (p >= low) & (p < high)
-        metrics[f"clipfrac/{name}"] = _masked_mean(clipped_high | clipped_low, in_bucket)
-        metrics[f"band_width/{name}"] = _masked_mean(torch.nan_to_num(width, posinf=1e30),
+        metrics[f"clipfrac/{name}"] = masked_mean(clipped_high | clipped_low, in_bucket)
+        metrics[f"band_width/{name}"] = masked_mean(torch.nan_to_num(width, posinf=1e30),
                                                      in_bucket)
         metrics[f"tokens/{name}"] = in_bucket.sum()
     return metrics

@@ -12,8 +12,7 @@ import math
 
 import torch
 
-from ..divergences import get_divergence
-from .bounds import Validate
+from .settings import BandSettings
 
 
 def _full_like(x: torch.Tensor, value: float) -> torch.Tensor:
@@ -69,28 +68,10 @@ class DCPO:
 
 
 @dataclasses.dataclass(frozen=True)
-class Band:
+class Band(BandSettings):
     """BandPO: the f-divergence trust region's ratio bounds, capped at max_ratio.
 
-    The bounds come from ``old_log_prob`` without gradient, on its device,
-    through :func:`bandsolve.torch.band_from_logp` (a certified table; no host
-    round trip). Log-probabilities that rounding put above 0 are read as 0.
-    ``validate`` checks for NaN and +inf, as in ``bandsolve.torch.band_from_logp``
-    (asynchronously on a GPU); with ``validate=False`` such tokens get NaN
-    bounds, and so a NaN loss.
+    :class:`BandSettings` as a clipping rule: its fields, checked at
+    construction, and its ``bounds(old_log_prob)`` (a certified table on the
+    input's device; no host round trip).
     """
-
-    delta: float = 0.05
-    divergence: str = "kl"
-    max_ratio: float | None = 10.0
-    validate: Validate = True
-
-    def __post_init__(self):
-        get_divergence(self.divergence)  # fail early on an unknown name
-
-    def bounds(self, old_log_prob):
-        from .bounds import band_from_logp, old_log_prob_for_band
-
-        return band_from_logp(old_log_prob_for_band(old_log_prob, self.validate), self.delta,
-                              self.divergence, max_ratio=self.max_ratio,
-                              validate=self.validate)

@@ -1,0 +1,55 @@
+"""The ``bandsolve`` command line: ``bandsolve bounds | calibrate | verify | export | repro | doctor``.
+
+One module per command, each with ``add(sub)``, which declares its arguments
+and what it runs. :func:`main` imports only the module of the command it is
+given (the others are listed by name and help alone), so ``bandsolve bounds``
+loads the numpy API and nothing else: no cvxpy, mpmath, matplotlib or tqdm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main", "build_parser", "COMMANDS"]
+
+#: each command and its one-line help, in the order ``bandsolve --help`` lists them
+COMMANDS = {
+    "bounds": "print the band for some probabilities",
+    "calibrate": "choose delta to match a clip rule",
+    "verify": "check the fast bounds against certified convex programs",
+    "export": "write a certified bound table (.npz or .pt)",
+    "repro": "reproduce the paper's results at small scale",
+    "doctor": "check this install: kernels, numba cache, torch and the verl / TRL plug-ins",
+}
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser for ``argv``: the command named there in full, the others by
+    name and help only (``bandsolve --help`` lists them all)."""
+    command = next((a for a in argv if not a.startswith("-")), None)
+    # the docstring's reST literals are for the API docs, not a terminal
+    parser = argparse.ArgumentParser(prog="bandsolve",
+                                     description=__doc__.splitlines()[0].replace("``", ""))
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, help in COMMANDS.items():
+        if name == command:
+            importlib.import_module(f"{__name__}.{name}").add(sub)
+        else:
+            sub.add_parser(name, help=help)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(argv).parse_args(argv)
+    from ..api import BandSolveError
+
+    try:
+        result = args.run(args)
+    except (ValueError, TypeError, BandSolveError, OSError, ImportError) as exc:
+        print(f"bandsolve: error: {exc}", file=sys.stderr)
+        return 2
+    return int(result or 0)

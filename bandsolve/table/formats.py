@@ -1,0 +1,224 @@
+"""Table files: the flat layout of :func:`to_arrays` with its sha256
+:func:`checksum`, written and read as ``.npz`` (numpy) or ``.pt`` (torch);
+:func:`load` refuses a file whose checksum, stated certificate or sampled
+bounds are not those of a table built here."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import zipfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ..divergences import DivergenceLike
+from .certify import check_against_solver, table_divergence
+from .data import (
+    DEGREE,
+    INTERVALS_PER_SIGN,
+    OCTAVE_MAX,
+    OCTAVE_MIN,
+    PER_OCTAVE,
+    BandTableData,
+    TableIntegrityError,
+    TableSide,
+)
+from .fit import build
+
+__all__ = ["to_arrays", "from_arrays", "checksum", "save", "load", "FORMAT",
+           "FORMAT_VERSION"]
+
+FORMAT = "bandsolve.table"
+# 2: a sha256 checksum of every field (version 1 had none and is refused)
+FORMAT_VERSION = 2
+
+_SIDE_FIELDS = ("center", "threshold")
+_GRID = {"octave_min": OCTAVE_MIN, "octave_max": OCTAVE_MAX, "per_octave": PER_OCTAVE}
+
+
+def to_arrays(table: BandTableData) -> dict:
+    """The table as a flat dict of numpy arrays and scalars (the file layout),
+    with ``checksum``: the sha256 of every other field (see :func:`checksum`)."""
+    out = {"format": np.array(FORMAT), "format_version": np.array(FORMAT_VERSION),
+           "divergence": np.array(table.divergence), "delta": np.array(table.delta),
+           "max_ratio": np.array(table.max_ratio), "rtol": np.array(table.rtol),
+           "lower_at_one": np.array(table.lower_at_one),
+           "atol": np.array(table.atol), **{k: np.array(v) for k, v in _GRID.items()}}
+    for name in ("upper", "lower"):
+        side = getattr(table, name)
+        out[f"{name}_coefficients"] = side.coefficients
+        for field in _SIDE_FIELDS:
+            out[f"{name}_{field}"] = np.array(getattr(side, field))
+    out["checksum"] = np.array(checksum(out))
+    return out
+
+
+def checksum(arrays) -> str:
+    """sha256, in hex, of every field but ``checksum``: names in sorted order,
+    each with its dtype, shape and little-endian bytes, so that the digest
+    is the same for the .npz and the .pt layout and on any machine."""
+    digest = hashlib.sha256()
+    for name in sorted(k for k in arrays if k != "checksum"):
+        value = np.asarray(arrays[name])
+        if value.dtype.kind in "US":
+            data = str(value).encode()
+            kind = "str"
+        else:
+            canonical = value.astype(value.dtype.newbyteorder("<"), copy=False)
+            data = np.ascontiguousarray(canonical).tobytes()
+            kind = canonical.dtype.kind + str(canonical.dtype.itemsize)
+        digest.update(f"{name}:{kind}:{value.shape}:".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") -> BandTableData:
+    """Inverse of :func:`to_arrays`. ValueError for anything that is not a
+    table of this format version; TableIntegrityError when the checksum
+    does not match the fields (``source`` names the file in the message)."""
+    try:
+        if str(arrays["format"]) != FORMAT:
+            raise ValueError(f"not a bandsolve table (format {str(arrays['format'])!r})")
+        version = int(arrays["format_version"])
+        if version != FORMAT_VERSION:
+            raise ValueError(f"{source} has table format version {version}; this bandsolve "
+                             f"reads version {FORMAT_VERSION} (version 1 files carry no "
+                             "checksum: export the table again with bandsolve export)")
+        if str(arrays["checksum"]) != checksum(arrays):
+            raise TableIntegrityError(
+                f"{source} was modified or corrupted: its checksum does not match its "
+                "contents, so its bounds are not the ones that were certified. Export "
+                "the table again with bandsolve export")
+        for field, expected in _GRID.items():
+            if int(arrays[field]) != expected:
+                raise ValueError(f"table grid {field} = {int(arrays[field])}; this bandsolve "
+                                 f"reads {expected}")
+        sides = {}
+        for name in ("upper", "lower"):
+            coefficients = np.ascontiguousarray(arrays[f"{name}_coefficients"], dtype=np.float64)
+            if coefficients.ndim != 2 or coefficients.shape[1] != DEGREE + 1 or \
+                    coefficients.shape[0] not in (INTERVALS_PER_SIGN, 2 * INTERVALS_PER_SIGN):
+                raise ValueError(f"{name} coefficients have shape {coefficients.shape}")
+            sides[name] = TableSide(coefficients=coefficients,
+                                    **{f: float(arrays[f"{name}_{f}"]) for f in _SIDE_FIELDS})
+        scalars = {}
+        for field in ("delta", "max_ratio", "lower_at_one", "rtol", "atol"):
+            value = np.asarray(arrays[field])
+            if value.shape != () or value.dtype.kind != "f":
+                raise TableIntegrityError(f"{source}: field {field!r} is not a float scalar "
+                                          f"(shape {value.shape}, dtype {value.dtype})")
+            scalars[field] = float(value)
+        _check_metadata(scalars, source)
+        return BandTableData(divergence=str(arrays["divergence"]), delta=scalars["delta"],
+                             max_ratio=scalars["max_ratio"],
+                             lower_at_one=scalars["lower_at_one"], rtol=scalars["rtol"],
+                             atol=scalars["atol"], upper=sides["upper"], lower=sides["lower"])
+    except KeyError as exc:
+        raise ValueError(f"not a bandsolve table: no field {exc}") from None
+
+
+#: the range a stored certificate tolerance can have at all; whether it is
+#: the honest one is checked by rebuilding it (load with verify=True)
+MAX_STORED_TOLERANCE = 1.0
+
+
+def _check_metadata(scalars: dict, source: str) -> None:
+    """Every stored number inside the range a table built here can have."""
+    delta, cap = scalars["delta"], scalars["max_ratio"]
+    if not (np.isfinite(delta) and delta >= np.finfo(np.float64).tiny):
+        raise TableIntegrityError(f"{source}: delta {delta!r} is not a positive normal float")
+    if not cap >= 1.0:
+        raise TableIntegrityError(f"{source}: max_ratio {cap!r} is below 1")
+    for field in ("rtol", "atol"):
+        value = scalars[field]
+        if not 0.0 <= value <= MAX_STORED_TOLERANCE:
+            raise TableIntegrityError(f"{source}: its certificate {field} = {value!r} lies "
+                                      f"outside [0, {MAX_STORED_TOLERANCE:g}]: no table built "
+                                      "by bandsolve carries it")
+    if not 0.0 <= scalars["lower_at_one"] <= 1.0:
+        raise TableIntegrityError(f"{source}: lower_at_one {scalars['lower_at_one']!r} lies "
+                                  "outside [0, 1]")
+
+
+def save(table: BandTableData, path: str | os.PathLike) -> Path:
+    """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
+    path = Path(path)
+    arrays = to_arrays(table)
+    if path.suffix == ".npz":
+        with open(path, "wb") as fh:
+            np.savez(fh, **arrays)
+    elif path.suffix == ".pt":
+        import torch
+
+        torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
+                    for k, v in arrays.items()}, path)
+    else:
+        raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    return path
+
+
+def load(path: str | os.PathLike, *, verify: bool = True,
+         divergence: DivergenceLike | None = None) -> BandTableData:
+    """Read a table written by :func:`save` (``.npz`` or ``.pt``).
+
+    The stored checksum is always checked. With ``verify=True`` (the
+    default) a sample of the table is also re-checked against the solver
+    (:func:`check_against_solver`, a few hundred milliseconds), which catches
+    a file rewritten with a matching checksum. ``divergence`` is needed for
+    that when the table holds a user-defined divergence.
+
+    Raises
+    ------
+    TableIntegrityError
+        The checksum does not match, or the sample disagrees with the solver.
+    ValueError
+        Not a table, another format version, or an unknown suffix.
+    """
+    path = Path(path)
+    source = f"table file {str(path)!r}"
+    if path.suffix not in (".npz", ".pt"):
+        raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    try:
+        if path.suffix == ".npz":
+            # our own handle: np.load(path) leaks its file when the zip is damaged
+            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+        else:
+            import torch
+
+            raw = torch.load(path, map_location="cpu", weights_only=True)
+            arrays = {k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
+                      for k, v in raw.items()}
+    except (OSError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile) as exc:
+        if isinstance(exc, FileNotFoundError):
+            raise
+        # truncated, byte-flipped or foreign files: each loader has its own
+        # exception; none of them is a table
+        raise TableIntegrityError(f"{source} cannot be read as a table: it is damaged or not "
+                                  f"a bandsolve table ({type(exc).__name__}: {exc})") from exc
+    table = from_arrays(arrays, source=source)
+    if verify:
+        _check_certificate(table, divergence, source)
+        check_against_solver(table, divergence, source=source)
+    return table
+
+
+def _check_certificate(table: BandTableData, divergence: DivergenceLike | None,
+                       source: str) -> None:
+    """The certificate a file states must be the one its settings earn: the
+    loader rebuilds the table for the same divergence, delta and max_ratio
+    (about 0.3 s) and compares. A file cannot loosen its own tolerance, so
+    the solver check that follows holds it to the honest one."""
+    div = table_divergence(table, divergence, source)
+    honest = build(div, table.delta, max_ratio=None if table.max_ratio == math.inf
+                   else table.max_ratio)
+    for field in ("rtol", "atol"):
+        stated, earned = getattr(table, field), getattr(honest, field)
+        if stated > earned:
+            raise TableIntegrityError(
+                f"{source} states a certificate {field} = {stated!r}, but a table of "
+                f"{table.divergence} at delta = {table.delta!r} is certified to {earned!r}: "
+                "the file was rewritten. Export it again")

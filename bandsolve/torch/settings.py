@@ -1,0 +1,118 @@
+"""BandPO's settings, validated once: :class:`BandSettings`, the one object
+every trainer plug-in maps its configuration onto, and :class:`BandConfigKeys`,
+the ``band_*`` keys the plug-ins add to their trainer's config.
+
+No ``from __future__ import annotations`` here: trainers' structured configs
+(OmegaConf for verl, SkyRL's) read these fields' real types.
+"""
+
+import dataclasses
+from typing import Optional
+
+import torch
+
+from .. import _validate
+from ..divergences import DivergenceLike, get_divergence
+from .bounds import band_from_logp
+from .device_table import TensorBounds
+from .validation import Validate, old_log_prob_for_band, validation_mode
+
+__all__ = ["BandSettings", "BandConfigKeys", "settings_from_keys", "dual_clip_from_keys"]
+
+
+@dataclasses.dataclass(frozen=True)
+class BandSettings:
+    """The band one run clips to, checked when it is made.
+
+    Attributes
+    ----------
+    delta : float
+        Trust-region radius, > 0.
+    divergence : str or Divergence
+        Any name ``bandsolve.band`` accepts (kl, rkl, tv, chi2, neyman_chi2,
+        hellinger, js, ``alpha:<a>``), or a Divergence.
+    max_ratio : float or None
+        Cap on the upper bound, >= 1; None for no cap.
+    validate : bool or {"sync", "async"}
+        Check old log-probabilities for NaN and +inf, as in
+        :func:`bandsolve.torch.band_from_logp` (asynchronously on a GPU); with
+        False such tokens get NaN bounds, and so a NaN loss.
+
+    Raises
+    ------
+    TypeError, ValueError
+        At construction, as :func:`bandsolve.band` for delta, divergence and
+        max_ratio, and for a ``validate`` that is not one of its values.
+        Under ``torch.compile`` delta may be a symbolic float that no host
+        check can read: the band checks it when it runs.
+    """
+
+    delta: float = 0.05
+    divergence: DivergenceLike = "kl"
+    max_ratio: Optional[float] = 10.0  # noqa: UP045  # structured configs read Optional
+    validate: Validate = True
+
+    def __post_init__(self):
+        get_divergence(self.divergence)
+        validation_mode(self.validate)
+        if torch.compiler.is_compiling():
+            return
+        if _validate.check_delta(self.delta).ndim != 0:
+            raise ValueError(f"delta must be one number (got {self.delta!r})")
+        _validate.check_max_ratio(self.max_ratio)
+
+    def bounds(self, old_log_prob: torch.Tensor, mask: Optional[torch.Tensor] = None  # noqa: UP045
+               ) -> TensorBounds:
+        """(lower, upper) for a trainer's old log-probabilities, without
+        gradient, on their device. Values that rounding put above 0 are read
+        as 0; where ``mask`` is 0 (padding) the value is not looked at."""
+        return band_from_logp(old_log_prob_for_band(old_log_prob, self.validate, mask),
+                              self.delta, self.divergence, max_ratio=self.max_ratio,
+                              validate=self.validate)
+
+
+@dataclasses.dataclass
+class BandConfigKeys:
+    """The keys the verl and SkyRL plug-ins add to their trainer's config.
+
+    ``band_delta`` (0.05)
+        Trust-region radius delta.
+    ``band_divergence`` ("kl")
+        Any name ``bandsolve.band`` accepts: kl, rkl, tv, chi2, neyman_chi2,
+        hellinger, js, ``alpha:<a>``.
+    ``band_max_ratio`` (10.0)
+        Cap on the upper bound, or null for none.
+    ``band_dual_clip`` (true)
+        Dual clip for negative advantages at the trainer's own
+        ``clip_ratio_c`` (3 by default).
+    ``band_validate`` (true)
+        Check old log-probabilities for NaN and +inf: on a GPU a device-side
+        assertion with no synchronisation, on the CPU a ValueError
+        (``validate=True`` of :func:`bandsolve.torch.band_from_logp`).
+    """
+
+    band_delta: float = BandSettings.delta
+    band_divergence: str = "kl"
+    band_max_ratio: Optional[float] = BandSettings.max_ratio  # noqa: UP045
+    band_dual_clip: bool = True
+    band_validate: bool = True
+
+
+def settings_from_keys(read) -> BandSettings:
+    """BandSettings from a trainer's config, ``read(key)`` giving the value
+    of a ``band_*`` key (its default where the config has none)."""
+    max_ratio = read("band_max_ratio")
+    return BandSettings(delta=float(read("band_delta")), divergence=str(read("band_divergence")),
+                        max_ratio=None if max_ratio is None else float(max_ratio),
+                        validate=bool(read("band_validate")))
+
+
+def dual_clip_from_keys(read, clip_ratio_c) -> Optional[float]:  # noqa: UP045
+    """The dual-clip constant: the trainer's ``clip_ratio_c`` where
+    ``band_dual_clip`` is on, else None; ValueError for one <= 1."""
+    if not read("band_dual_clip"):
+        return None
+    value = float(clip_ratio_c)
+    if not value > 1.0:
+        raise ValueError(f"clip_ratio_c must be > 1 for the dual clip (got {value})")
+    return value

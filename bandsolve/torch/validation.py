@@ -1,0 +1,123 @@
+"""Checks of tensor input: the compute dtype, the ``validate`` modes, and the
+value checks (NaN, +inf, outside [-inf, 0] or [0, 1]) run on the device."""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import numpy as np
+import torch
+
+#: What ``validate`` accepts: True (sync on the CPU, async elsewhere), False,
+#: "sync" or "async"
+Validate = bool | Literal["sync", "async"]
+
+__all__ = ["Validate", "compute_dtype", "validation_mode", "check_values", "invalid",
+           "old_log_prob_for_band"]
+
+_HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """float64 for float64 input, float32 for float32/float16/bfloat16;
+    TypeError for anything else (integers, booleans, complex)."""
+    if dtype == torch.float64:
+        return torch.float64
+    if dtype == torch.float32 or dtype in _HALF_TYPES:
+        return torch.float32
+    raise TypeError(f"expected a floating-point tensor (float16, bfloat16, float32 or "
+                    f"float64), got {dtype}")
+
+
+def validation_mode(validate) -> str:
+    """``validate`` as one of the modes "auto" (True), "off" (False), "sync"
+    and "async"; ValueError for anything else."""
+    if isinstance(validate, bool | np.bool_):
+        return "auto" if validate else "off"
+    if isinstance(validate, str) and validate in ("auto", "off", "sync", "async"):
+        return validate
+    raise ValueError(f"validate must be True, False, 'sync' or 'async' (got {validate!r})")
+
+
+def invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+    """Where x is not a valid log p (NaN, > ``above``) or p (NaN, outside [0, 1])."""
+    return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
+
+
+def _expected(from_logp: bool) -> str:
+    return "must be <= 0 (and not NaN or +inf)" if from_logp \
+        else "must lie in [0, 1] (and not be NaN or inf)"
+
+
+def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: float = 0.0):
+    """Check for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p);
+    ``name`` is the argument's name in messages.
+
+    "sync" (and "auto" on the CPU): one reduction and one read back to the
+    host, then ValueError naming the count, the first index and its value
+    (the details need a second pass only when something is wrong). "async"
+    (and "auto" on any other device): the reduction and a device-side
+    assertion, ``torch._assert_async``, with no read back; a failure is
+    reported at the next synchronisation. "off": nothing.
+    """
+    if mode == "off" or x.numel() == 0:
+        return
+    v = x.detach()
+    bad = invalid(v, from_logp, above)
+    expected = _expected(from_logp)
+    if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
+        # On CUDA a failed assertion surfaces at the next synchronisation as a
+        # device-side assert, which leaves the CUDA context unusable: the
+        # process must restart. That is the price of checking every step
+        # without a synchronisation; the message says how to find the element.
+        torch._assert_async(torch.logical_not(bad.any()),
+                            f"bandsolve: {name} {expected}, but some element is not "
+                            f"(checked on the device with validate={mode!r}); call with "
+                            f"validate='sync' to raise ValueError naming the first one")
+        return
+    if not bool(bad.any()):
+        return
+    flat = bad.reshape(-1)
+    count = int(flat.sum())
+    first = int(torch.nonzero(flat)[0, 0])
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), v.shape))
+    value = float(v.reshape(-1)[first])
+    if math.isnan(value):
+        what = "contains NaN"
+    elif value == math.inf:
+        what = "contains +inf"
+    else:
+        what = expected
+    raise ValueError(f"{name} {what}: {count} of {v.numel()} elements are invalid, the first "
+                     f"at index {index} (value {value!r})")
+
+
+def _log_prob_rounding(dtype: torch.dtype) -> float:
+    """How far above 0 a trainer's log-probability of a near-certain token may
+    round: log_softmax subtracts a logsumexp of the logits' magnitude, so a
+    16-bit type can land a few of its ulps (2^-8) above 0, a 32-bit one far
+    less. Above this, a positive value is not rounding but a bug upstream."""
+    return 0.0625 if torch.finfo(dtype).bits <= 16 else 1e-3
+
+
+def old_log_prob_for_band(old_log_prob: torch.Tensor, validate: Validate = True,
+                          mask: torch.Tensor | None = None) -> torch.Tensor:
+    """A trainer's old log-probabilities, ready for ``band_from_logp``:
+    checked first, then clamped to <= 0.
+
+    Values above 0 by no more than their dtype's rounding of a softmax (1e-3
+    for 32- and 64-bit, 0.0625 for 16-bit types) are clamped to 0; NaN, +inf
+    and anything larger are refused under ``validate`` (as in
+    ``band_from_logp``), never clamped into the p = 1 band. Where
+    ``mask`` is 0 (padding) the value is not looked at and becomes 0.
+    Detached.
+    """
+    old = old_log_prob.detach()
+    if mask is not None:
+        old = torch.where(mask.bool(), old, torch.zeros_like(old))
+    mode = validation_mode(validate)
+    if mode == "auto" and torch.compiler.is_compiling():
+        mode = "async"  # a read back cannot be traced; a device-side assertion can
+    check_values(old, True, mode, "old_log_prob", above=_log_prob_rounding(old.dtype))
+    return old.clamp(max=0.0)
