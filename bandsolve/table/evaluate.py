@@ -16,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from .._validate import check_log_probability
 from .data import DEGREE, INTERVALS_PER_SIGN, OCTAVE_MIN, PER_OCTAVE, BandTableData
 
 __all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "log_share", "evaluate_numpy"]
@@ -121,7 +122,8 @@ def evaluate_numpy(table: BandTableData, logp: ArrayLike
 
     Within the table's certificate of the float64 root finder, plus 8 eps
     max(r, 1) (see "Accuracy of a float64 table" in ``bandsolve.table``)."""
-    logp = np.asarray(logp, dtype=np.float64)
+    # NaN, +inf or log p > 0 would come back as NaN bounds: refuse them, as band does
+    logp = check_log_probability(logp)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         return bounds(NUMPY_OPS, table.lower, table.upper, logp, -np.expm1(logp),
                       lower_at_one=table.lower_at_one, max_ratio=table.max_ratio)
