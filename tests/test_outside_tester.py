@@ -28,3 +28,57 @@ def test_table_evaluate_numpy_refuses_invalid_logp_instead_of_nan(logp):
     built = table.build("kl", 0.05)
     with pytest.raises(ValueError, match="logp"):
         table.evaluate_numpy(built, np.array([logp]))
+
+
+@pytest.mark.parametrize("payload", ["tensor", "list"])
+def test_foreign_pt_file_is_a_table_integrity_error_naming_the_file(tmp_path, payload):
+    """A .pt holding a tensor or a list raised AttributeError ('Tensor' object
+    has no attribute 'items')."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "foreign.pt"
+    torch.save(torch.ones(3) if payload == "tensor" else [1, 2], path)
+    with pytest.raises(table.TableIntegrityError, match="foreign.pt"):
+        table.load(path)
+
+
+def test_npz_without_the_table_fields_names_the_file(tmp_path):
+    path = tmp_path / "other.npz"
+    np.savez(path, a=np.ones(2))
+    with pytest.raises(table.TableIntegrityError, match="other.npz"):
+        table.load(path)
+
+
+def test_export_into_a_missing_folder_is_a_clean_error(tmp_path, capsys):
+    """`bandsolve export --out nodir/kl.pt` printed torch's raw traceback."""
+    from bandsolve.cli import main
+
+    assert main(["export", "--divergence", "kl", "--delta", "0.05",
+                 "--out", str(tmp_path / "nodir" / "kl.pt")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_exported_subnormal_delta_table_loads(tmp_path):
+    """export accepted delta = 1e-320 (as docs/torch.md says it should), and
+    the loader then refused its own file: "not a positive normal float"."""
+    from bandsolve.cli import main
+
+    path = tmp_path / "s.npz"
+    assert main(["export", "--divergence", "kl", "--delta", "1e-320", "--out", str(path)]) == 0
+    assert table.load(path).delta == 1e-320
+
+
+def test_version_flag_prints_the_version(capsys):
+    from bandsolve.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("bandsolve ")
+
+
+@pytest.mark.parametrize("name", [None, 42, ""])
+def test_user_divergence_name_must_be_a_string(name):
+    """from_generator(None, f) was accepted; the torch adapter then refused it,
+    and a table saved under the name 42 would not reload."""
+    with pytest.raises(TypeError, match="name must be a non-empty string"):
+        bs.Divergence.from_generator(name, lambda u: (u - 1.0) ** 2)

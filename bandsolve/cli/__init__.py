@@ -26,6 +26,15 @@ COMMANDS = {
 }
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("bandsolve")
+    except PackageNotFoundError:  # a source checkout on sys.path, not installed
+        return "(not installed)"
+
+
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """The parser for ``argv``: the command named there in full, the others by
     name and help only (``bandsolve --help`` lists them all)."""
@@ -33,6 +42,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     # the docstring's reST literals are for the API docs, not a terminal
     parser = argparse.ArgumentParser(prog="bandsolve",
                                      description=__doc__.splitlines()[0].replace("``", ""))
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     for name, help in COMMANDS.items():
         if name == command:

@@ -178,7 +178,7 @@ class Divergence:
             ``slope_at_infinity``; or a given edge value is NaN or negative.
             docs/divergences.md states the whole contract.
         TypeError
-            If numba cannot compile f.
+            If numba cannot compile f, or ``name`` is not a non-empty string.
 
         Notes
         -----
@@ -186,6 +186,9 @@ class Divergence:
         u = 1 limits the bounds to the digits f keeps there. The forms you
         pass are trusted: they must be the same f as ``f``.
         """
+        if not isinstance(name, str) or not name:
+            # a table saved under it must reload, and the torch adapter reads names
+            raise TypeError(f"name must be a non-empty string (got {name!r})")
         compiled = compile_generator(name, f, df, f_at_zero, slope_at_infinity,
                                      curvature_at_one)
         return cls(name=name, formula=formula, **compiled,

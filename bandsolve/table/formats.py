@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import pickle
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -128,8 +129,9 @@ MAX_STORED_TOLERANCE = 1.0
 def _check_metadata(scalars: dict, source: str) -> None:
     """Every stored number inside the range a table built here can have."""
     delta, cap = scalars["delta"], scalars["max_ratio"]
-    if not (np.isfinite(delta) and delta >= np.finfo(np.float64).tiny):
-        raise TableIntegrityError(f"{source}: delta {delta!r} is not a positive normal float")
+    # a subnormal delta is allowed, as build and docs/torch.md allow it
+    if not (np.isfinite(delta) and delta > 0.0):
+        raise TableIntegrityError(f"{source}: delta {delta!r} is not a positive, finite radius")
     if not cap >= 1.0:
         raise TableIntegrityError(f"{source}: max_ratio {cap!r} is below 1")
     for field in ("rtol", "atol"):
@@ -190,16 +192,26 @@ def load(path: str | os.PathLike, *, verify: bool = True,
             import torch
 
             raw = torch.load(path, map_location="cpu", weights_only=True)
+            if not isinstance(raw, dict):
+                raise TableIntegrityError(
+                    f"{source} is not a bandsolve table: it holds a {type(raw).__name__}, "
+                    "not the dict of arrays that save() writes")
             arrays = {k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
                       for k, v in raw.items()}
-    except (OSError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile) as exc:
-        if isinstance(exc, FileNotFoundError):
+    except (OSError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile,
+            pickle.UnpicklingError) as exc:
+        if isinstance(exc, FileNotFoundError | TableIntegrityError):
             raise
         # truncated, byte-flipped or foreign files: each loader has its own
         # exception; none of them is a table
         raise TableIntegrityError(f"{source} cannot be read as a table: it is damaged or not "
                                   f"a bandsolve table ({type(exc).__name__}: {exc})") from exc
-    table = from_arrays(arrays, source=source)
+    try:
+        table = from_arrays(arrays, source=source)
+    except TableIntegrityError:
+        raise
+    except ValueError as exc:  # missing fields, another format: name the file
+        raise TableIntegrityError(f"{source}: {exc}") from None
     if verify:
         _check_certificate(table, divergence, source)
         check_against_solver(table, divergence, source=source)
