@@ -21,12 +21,14 @@ def _library(launcher):
 
 
 def test_slots_are_declared_and_collected_through_nested_templates():
-    root = {"GENERATOR", "DERIVATIVE", "CONJUGATE"}
+    # SCALED_CONJUGATE: perspective's log-domain fallback (issue 18.5)
+    generator = {"GENERATOR", "CONJUGATE", "SCALED_CONJUGATE"}
+    root = generator | {"DERIVATIVE"}
     assert _factory._slots_read(_solver.band_by_root) == root
     assert _factory._slots_read(_solver.margin_at) == root
-    assert _factory._slots_read(_solver.binary_divergence_kernel) == {"GENERATOR", "CONJUGATE"}
+    assert _factory._slots_read(_solver.binary_divergence_kernel) == generator
     assert _factory._slots_read(_solver.band_by_closed_form) == {"CLOSED_FORM"}
-    assert _factory._slots_read(_solver.saturation_threshold) == {"GENERATOR", "CONJUGATE"}
+    assert _factory._slots_read(_solver.saturation_threshold) == generator
 
 
 def test_one_kernel_per_function_set():
