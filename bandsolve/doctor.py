@@ -65,7 +65,6 @@ _VERL_ENTRY_MODULE = "bandsolve.integrations.verl_entry_point"
 _TRL_PLUGIN = "bandsolve.torch.trl"
 _SKYRL_PLUGIN = "bandsolve.torch.skyrl"
 _ENTRY_POINT = "bandpo"
-_REINSTALL = 'pip install --force-reinstall --no-deps "bandsolve"'
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,8 +118,31 @@ def _error_text(exc: BaseException) -> str:
     return text
 
 
-def _pip(extra: str | None) -> str:
-    return f'pip install "bandsolve[{extra}]"'
+def _install_source() -> tuple[str, bool] | None:
+    """(url, editable) this bandsolve was installed from (its direct_url.json),
+    or None: bandsolve is on no package index, so a fix must name it."""
+    try:
+        text = importlib.metadata.distribution("bandsolve").read_text("direct_url.json")
+        info = json.loads(text) if text else None
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+        return None
+    return info["url"], bool(info.get("dir_info", {}).get("editable"))
+
+
+def _pip(extra: str | None = None, force: bool = False) -> str:
+    """The pip command that installs bandsolve (with ``extra``) again, from
+    where it came: a bare "bandsolve[verl]" would look for it on an index."""
+    flags = "--force-reinstall " if force else ""
+    spec = f"[{extra}]" if extra else ""
+    source = _install_source()
+    if source is None:
+        return f'pip install {flags}-e ".{spec}" (in the bandsolve checkout)'
+    url, editable = source
+    if editable and url.startswith("file://"):
+        return f'pip install {flags}-e "{url[len("file://"):]}{spec}"'
+    return f'pip install {flags}"bandsolve{spec} @ {url}"'
 
 
 def _requirements() -> dict:
@@ -162,12 +184,12 @@ def _check_versions() -> list:
         checks.append(Check("bandsolve", True,
                             f"{bandsolve.__version__} imported from {where}, but no installed "
                             "distribution metadata: entry points (the verl plug-in) are missing",
-                            'pip install -e . (in a checkout) or pip install "bandsolve"'))
+                            _pip()))
     elif installed != bandsolve.__version__:
         checks.append(Check("bandsolve", True,
                             f"imported {bandsolve.__version__} from {where}, but the installed "
                             f"metadata says {installed}: a stale install",
-                            _REINSTALL))
+                            _pip(force=True)))
     else:
         checks.append(Check("bandsolve", True, f"{installed} at {where}"))
     checks.append(Check("python", True, f"{platform.python_version()} ({sys.executable})"))
@@ -185,7 +207,7 @@ def _check_versions() -> list:
                 checks.append(Check(module, None, "not installed (optional)", _pip(extra)))
             else:
                 checks.append(Check(module, False, "not installed (required)",
-                                    'pip install --force-reinstall "bandsolve"'))
+                                    _pip(force=True)))
             continue
         spec = specs.get(dist.lower())
         if spec is not None and not spec.contains(version, prereleases=True):
@@ -213,12 +235,12 @@ def _check_kernels() -> list:
     if not np.allclose(got, expected, rtol=1e-12, atol=0.0):
         return [Check("numba kernels", False,
                       f"band(0.5, 0.05, 'tv') = {got}, expected {expected}",
-                      f"{_REINSTALL}; if it persists, report it with this output")]
+                      f"{_pip(force=True)}; if it persists, report it with this output")]
     kl_lower, kl_upper = bandsolve.band(np.array([1e-3, 0.5, 0.999]), delta, "kl")
     sane = bool(np.all((kl_lower <= 1.0) & (kl_upper >= 1.0) & np.isfinite(kl_lower)))
     if not sane:
         return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}",
-                      f"{_REINSTALL}; if it persists, report it with this output")]
+                      f"{_pip(force=True)}; if it persists, report it with this output")]
     return [Check("numba kernels", True,
                   f"compiled; band(0.5, 0.05, 'tv') = ({got[0]:g}, {got[1]:g}) as the closed "
                   "form")]
@@ -265,7 +287,7 @@ def _check_numba_cache() -> list:
     disp = next(_kernel_dispatchers(), None)
     if disp is None:
         checks.append(Check("numba cache", False, "no compiled kernel found in bandsolve._kernels",
-                            _REINSTALL))
+                            _pip(force=True)))
     else:
         cache = disp._cache
         path = getattr(cache, "_cache_path", None)
@@ -310,7 +332,7 @@ def _check_torch() -> list:
         torch = _import_module("torch")
     except Exception as exc:  # noqa: BLE001
         return [Check("torch runtime", False, f"import torch failed: {_error_text(exc)}",
-                      'pip install --force-reinstall "bandsolve[torch]"')]
+                      _pip("torch", force=True))]
     cuda = torch.cuda.is_available()
     if cuda:
         where = f"CUDA {torch.version.cuda}, {torch.cuda.get_device_name(0)}"
@@ -322,7 +344,7 @@ def _check_torch() -> list:
     except Exception as exc:  # noqa: BLE001
         checks.append(Check("torch band (cpu)", False,
                             f"import bandsolve.torch failed: {_error_text(exc)}",
-                            'pip install "bandsolve[torch]" (torch>=2.4)'))
+                            _pip("torch") + " (torch>=2.4)"))
         return checks
     devices = ["cpu"] + (["cuda"] if cuda else [])
     for device in devices:
@@ -336,7 +358,7 @@ def _check_torch() -> list:
                 checks.append(Check(name, True, "band of a float32 tensor as the closed form"))
             else:
                 checks.append(Check(name, False, f"band = {got.tolist()}, expected "
-                                                 f"{want.tolist()}", _REINSTALL))
+                                                 f"{want.tolist()}", _pip(force=True)))
         except Exception as exc:  # noqa: BLE001
             checks.append(Check(name, False, _error_text(exc),
                                 "check that torch works on this device; report it with this "
@@ -374,8 +396,7 @@ def _check_verl() -> list:
     env = f"VERL_USE_EXTERNAL_PLUGINS={raw!r}" if raw is not None else \
         "VERL_USE_EXTERNAL_PLUGINS unset (auto)"
     if not eps:
-        fix = ('reinstall so that the entry point is registered: pip install "bandsolve[verl]" '
-               "(pip install -e . in a checkout), or set "
+        fix = (f"reinstall so that the entry point is registered: {_pip('verl')}, or set "
                f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}")
         checks.append(Check(names[0], by_modules,
                             f"no '{_ENTRY_POINT}' in the 'verl.plugins' entry points of the "
@@ -385,7 +406,7 @@ def _check_verl() -> list:
     elif eps[0].value != _VERL_ENTRY_MODULE:
         checks.append(Check(names[0], False, f"'{_ENTRY_POINT}' points to {eps[0].value!r}, "
                                              f"not {_VERL_ENTRY_MODULE!r}: a stale install",
-                            'pip install --force-reinstall "bandsolve[verl]"'))
+                            _pip("verl", force=True)))
     elif not loads and not by_modules:
         checks.append(Check(names[0], False, f"declared, but {env}: verl will not load it",
                             "unset VERL_USE_EXTERNAL_PLUGINS, add 'bandpo' to its list, or set "
@@ -400,7 +421,7 @@ def _check_verl() -> list:
         _import_module("verl")
     except Exception as exc:  # noqa: BLE001
         checks.append(Check(names[1], False, f"import verl failed: {_error_text(exc)}",
-                            'pip install --force-reinstall "bandsolve[verl]"'))
+                            _pip("verl", force=True)))
         checks.append(Check(names[2], False, "not checked: verl does not import"))
         return checks
     try:
@@ -409,7 +430,7 @@ def _check_verl() -> list:
         checks.append(Check(names[1], False,
                             f"import {_VERL_PLUGIN} failed (verl logs this only at debug "
                             f"level): {_error_text(exc)}",
-                            'pip install "bandsolve[verl]" (verl>=0.9,<0.10, torch>=2.4); '
+                            _pip("verl") + " (verl>=0.9,<0.10, torch>=2.4); "
                             "the error above names the missing or incompatible piece"))
         checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' not registered: the plug-in "
                                              "did not import (see above); verl will say "
@@ -424,7 +445,7 @@ def _check_verl() -> list:
     except Exception as exc:  # noqa: BLE001
         checks.append(Check(names[2], False, _error_text(exc),
                             f"{_VERL_PLUGIN} imported but did not register; reinstall: "
-                            'pip install --force-reinstall "bandsolve[verl]"'))
+                            + _pip("verl", force=True)))
         return checks
     ours = getattr(plugin, "compute_policy_loss_bandpo", None)
     if fn is not ours:
@@ -455,15 +476,15 @@ def _check_trl() -> list:
         trl = _import_module("trl")
     except Exception as exc:  # noqa: BLE001
         return [Check(name, False, f"import trl failed: {_error_text(exc)}",
-                      'pip install --force-reinstall "bandsolve[trl]"')]
+                      _pip("trl", force=True))]
     try:
         plugin = _import_module(_TRL_PLUGIN)
     except Exception as exc:  # noqa: BLE001
         return [Check(name, False, f"import {_TRL_PLUGIN} failed: {_error_text(exc)}",
-                      'pip install "bandsolve[trl]" (trl>=1.0,<2, transformers>=4.56); '
+                      _pip("trl") + " (trl>=1.0,<2, transformers>=4.56); "
                       "the error above names the missing or incompatible piece")]
     if not issubclass(plugin.BandGRPOTrainer, trl.GRPOTrainer):
-        return [Check(name, False, "BandGRPOTrainer is not a trl.GRPOTrainer", _REINSTALL)]
+        return [Check(name, False, "BandGRPOTrainer is not a trl.GRPOTrainer", _pip(force=True))]
     return [Check(name, True, f"{_TRL_PLUGIN}.BandGRPOTrainer subclasses trl.GRPOTrainer")]
 
 
@@ -478,7 +499,7 @@ def _check_skyrl() -> list:
         found = False
     if not found:
         return [Check(name, False, f"skyrl installed, but {_SKYRL_PLUGIN} is missing: "
-                                   "an old bandsolve", _REINSTALL)]
+                                   "an old bandsolve", _pip(force=True))]
     try:
         _import_module(_SKYRL_PLUGIN)
     except Exception as exc:  # noqa: BLE001
@@ -487,7 +508,7 @@ def _check_skyrl() -> list:
             fix = ("SkyRL 0.3.0 does not import on Python < 3.12 (its pydantic models use "
                    "typing.TypedDict): use Python 3.12 or later for SkyRL")
         else:
-            fix = 'pip install "bandsolve[skyrl]"; the error above names the missing piece'
+            fix = _pip("skyrl") + "; the error above names the missing piece"
         return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {text}", fix)]
     return [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded: policy loss 'bandpo' "
                               "registered in SkyRL's PolicyLossRegistry")]

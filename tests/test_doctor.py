@@ -37,6 +37,13 @@ def _by_name(checks, name):
     return found[0]
 
 
+def _reinstalls(fix, extra):
+    """The fix installs bandsolve with ``extra`` from where it came (a path or
+    URL, or the checkout), never as a bare "bandsolve[extra]", which pip would
+    look for on a package index that does not hold it."""
+    return f"[{extra}]" in fix and "pip install" in fix and f'"bandsolve[{extra}]"' not in fix
+
+
 def _failing_import(target, error):
     real = doctor._import_module
 
@@ -116,14 +123,14 @@ def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
     assert imp.ok is False
     assert imp.status == "FAIL"
     assert "boom" in imp.detail and "ImportError" in imp.detail
-    assert 'pip install "bandsolve[verl]"' in imp.fix
+    assert _reinstalls(imp.fix, "verl")
     assert _by_name(checks, "verl loss registry").ok is False
 
     assert doctor.main([]) == 1
     out = capsys.readouterr().out
     assert "boom" in out
     fixes = out[out.index("Fixes:"):]
-    assert "verl plug-in import" in fixes and 'bandsolve[verl]' in fixes
+    assert "verl plug-in import" in fixes and "[verl]" in fixes
 
 
 @pytest.mark.trainers
@@ -155,7 +162,7 @@ def test_missing_entry_point(monkeypatch):
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
     entry = _by_name(doctor._check_verl(), "verl entry point")
     assert entry.ok is False
-    assert 'pip install "bandsolve[verl]"' in entry.fix
+    assert _reinstalls(entry.fix, "verl")
 
 
 @pytest.mark.trainers
@@ -165,7 +172,7 @@ def test_broken_trl_plugin_is_reported(monkeypatch):
                         _failing_import("bandsolve.torch.trl", ImportError("trl boom")))
     check = _by_name(doctor._check_trl(), "trl plug-in import")
     assert check.ok is False and "trl boom" in check.detail
-    assert 'bandsolve[trl]' in check.fix
+    assert _reinstalls(check.fix, "trl")
 
 
 def test_broken_torch_is_reported(monkeypatch):
@@ -190,7 +197,7 @@ def test_absent_optional_package(monkeypatch):
     checks = doctor._check_versions()
     fake = _by_name(checks, "doctor_fake")
     assert fake.ok is None and fake.status == "--"
-    assert fake.fix == 'pip install "bandsolve[trl]"'
+    assert _reinstalls(fake.fix, "trl")
     assert _by_name(checks, "skyrl").ok is None
     report = doctor.format_report(checks)
     assert "FAIL" not in report
@@ -306,3 +313,15 @@ def test_numba_cache_dir_set_after_import_is_not_shown_as_the_cache_in_use(
     if str(tmp_path) in check.detail.split(" (")[0]:
         pytest.skip("numba's cache path is under tmp_path")
     assert f"NUMBA_CACHE_DIR={tmp_path / 'set-too-late'} is set but not used" in check.detail
+
+
+def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
+    """doctor suggested pip install "bandsolve[verl]": bandsolve is on no index,
+    so that fails or installs another package of the name. The fix names the
+    source this bandsolve came from (direct_url.json), or the checkout."""
+    monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl", False))
+    assert doctor._pip("verl") == 'pip install "bandsolve[verl] @ file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl"'
+    monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///src/bandsolve", True))
+    assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
+    monkeypatch.setattr(doctor, "_install_source", lambda: None)
+    assert doctor._pip("skyrl") == 'pip install -e ".[skyrl]" (in the bandsolve checkout)'
