@@ -82,3 +82,24 @@ def test_user_divergence_name_must_be_a_string(name):
     and a table saved under the name 42 would not reload."""
     with pytest.raises(TypeError, match="name must be a non-empty string"):
         bs.Divergence.from_generator(name, lambda u: (u - 1.0) ** 2)
+
+
+def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_numpy():
+    """torch.compile(fullgraph=True) over band_from_logp with a user Divergence
+    failed inside dynamo ("ndarray attribute access"); the default compile hit
+    FakeTensor's missing setflags. fullgraph now names the way out, and the
+    default compile breaks the graph there and solves eagerly."""
+    torch = pytest.importorskip("torch")
+    import bandsolve.torch as bt
+
+    user = bs.Divergence.from_generator("user_chi2", lambda u: (u - 1.0) ** 2)
+    logp = torch.log(torch.linspace(0.01, 0.99, 16, dtype=torch.float64))
+    eager = bt.band_from_logp(logp, 0.05, user)
+    torch._dynamo.reset()
+    strict = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user), fullgraph=True)
+    with pytest.raises(Exception, match="runs eagerly only"):
+        strict(logp)
+    torch._dynamo.reset()
+    lenient = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user))
+    for got, want in zip(lenient(logp), eager):
+        assert torch.equal(got, want)

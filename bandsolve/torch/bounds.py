@@ -115,6 +115,11 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
     return torch.from_numpy(lower), torch.from_numpy(upper)
 
 
+#: A user's Divergence is solved on the host (its numba generator), which
+#: dynamo must not trace: after the graph break above, this runs as is.
+_evaluate_eagerly = torch.compiler.disable(_evaluate)
+
+
 @_band_op.register_fake
 def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     # contiguous, as the op returns: empty_like kept a transposed input's
@@ -146,7 +151,15 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
         return _band_op(x.detach(), delta, key, cap, from_logp, mode)
-    return _evaluate(x, delta, key, cap, from_logp, mode)  # a user-defined Divergence
+    if torch.compiler.is_compiling():
+        # the host solve of a user's numba generator cannot be traced: say so,
+        # rather than let dynamo fail inside numpy
+        raise TypeError(
+            f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
+            "torch.compile, build a table for it outside the compiled function "
+            "(bandsolve.torch.BandTable.build(divergence, delta)) and call the table "
+            "inside, or call bandsolve.torch outside the compiled region")
+    return _evaluate_eagerly(x, delta, key, cap, from_logp, mode)  # a user-defined Divergence
 
 
 def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
