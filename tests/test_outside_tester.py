@@ -103,3 +103,28 @@ def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_nump
     lenient = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user))
     for got, want in zip(lenient(logp), eager):
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("logp", [-5e-324, -1e-310, -1e-301])
+def test_float64_table_refuses_logp_beyond_its_certified_range(logp):
+    """A float64 table at log p = -5e-324 (1 - p subnormal) gave 0.98646455 for
+    rkl at delta 10 where the band is 0.98647084 (6e6 times its certificate),
+    silently: it extrapolated past 1 - p = 1e-300. Readers and the validated
+    torch table now refuse such inputs; band_from_logp solves them."""
+    built = table.build("rkl", 10.0)
+    with pytest.raises(ValueError, match="within 1e-300 of 0"):
+        table.evaluate_numpy(built, np.array([-0.5, logp]))
+    torch = pytest.importorskip("torch")
+    import bandsolve.torch as bt
+
+    device_table = bt.BandTable.build("rkl", 10.0)
+    with pytest.raises(ValueError, match="within 1e-300 of 0"):
+        device_table(torch.tensor([logp], dtype=torch.float64))
+    lower, _ = bt.band_from_logp(torch.tensor([logp], dtype=torch.float64), 10.0, "rkl")
+    assert float(lower) == float(bs.band_from_logp(logp, 10.0, "rkl")[0])
+
+
+def test_table_at_p_one_and_at_the_range_edge_is_still_evaluated():
+    built = table.build("rkl", 10.0)
+    lower, upper = table.evaluate_numpy(built, np.array([0.0, -1e-300, -0.0]))
+    assert np.all(np.isfinite(lower)) and np.all(upper >= 1.0)

@@ -114,6 +114,17 @@ def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: floa
     return ops.where(invalid, math.nan, lower), ops.where(invalid, math.nan, upper)
 
 
+#: A table is certified for p and 1 - p down to this; only a float64 log p
+#: can come closer to 0 (1 - p = 5e-324 at log p = -5e-324), where the table
+#: extrapolates its last interval (rkl at delta 10: off by 6e-6).
+CERTIFIED_ONE_MINUS_P = 1e-300
+
+
+def beyond_certified_range(logp):
+    """Where 1 - p < 1e-300 but p < 1: log p in (-1e-300, 0) (numpy or torch)."""
+    return (logp > -CERTIFIED_ONE_MINUS_P) & (logp < 0.0)
+
+
 def evaluate_numpy(table: BandTableData, logp: ArrayLike
                    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(lower, upper) from the table in float64 numpy (for certification and
@@ -124,6 +135,13 @@ def evaluate_numpy(table: BandTableData, logp: ArrayLike
     max(r, 1) (see "Accuracy of a float64 table" in ``bandsolve.table``)."""
     # NaN, +inf or log p > 0 would come back as NaN bounds: refuse them, as band does
     logp = check_log_probability(logp)
+    outside = beyond_certified_range(logp)
+    if outside.any():
+        raise ValueError(
+            f"logp has {int(outside.sum())} elements within 1e-300 of 0 (1 - p below "
+            f"1e-300, the first {float(logp.reshape(-1)[np.flatnonzero(outside)[0]])!r}): "
+            "outside the range a table is certified for; bandsolve.band_from_logp "
+            "solves them")
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         return bounds(NUMPY_OPS, table.lower, table.upper, logp, -np.expm1(logp),
                       lower_at_one=table.lower_at_one, max_ratio=table.max_ratio)

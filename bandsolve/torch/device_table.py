@@ -153,7 +153,19 @@ class BandTable:
             raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
         dtype = compute_dtype(x.dtype)
         self._check_device(x)
-        check_values(x, from_logp, validation_mode(validate), "logp" if from_logp else "p")
+        mode = validation_mode(validate)
+        check_values(x, from_logp, mode, "logp" if from_logp else "p")
+        if from_logp and x.dtype == torch.float64 and mode != "off" and (
+                mode == "sync" or x.device.type == "cpu"):
+            # only a float64 log p gets within 1e-300 of 0, beyond the
+            # certified range (a read back, as "sync" and the CPU allow)
+            outside = _evaluate_table.beyond_certified_range(x.detach())
+            if bool(outside.any()):
+                raise ValueError(
+                    f"logp has {int(outside.sum())} elements within 1e-300 of 0 (1 - p "
+                    "below 1e-300): outside the range a table is certified for; "
+                    "bandsolve.torch.band_from_logp on a CPU float64 tensor, or the numpy "
+                    "API, solves them")
         return dtype
 
     def _evaluate(self, logp, q, dtype):
