@@ -267,10 +267,9 @@ def _bandit_task(task):
         return run_bandit(rule, config, seed)
 
 
-def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
-                 name="dynamics_bandit", seed=0, jobs: int = 1):
-    """Run every rule (``jobs`` processes), write ``name``.csv and the figure;
-    return (results, summary, paths). The results do not depend on ``jobs``."""
+def _run_bandit_rules(config: BanditConfig, rules, out, name, seed, jobs):
+    """Every rule's run (``jobs`` processes) and its CSV: (results by rule,
+    whether a run was interrupted, [csv path])."""
     with Progress(total=len(rules), desc=name, unit="rule") as bar:
         def done(task, _):
             bar.set_postfix_str(f"{task[0]} done")
@@ -279,7 +278,15 @@ def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
         runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
     results = {rule: history for rule, (history, _) in zip(rules, runs)}
     interrupted = any(stopped for _, stopped in runs)
-    paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
+    return results, interrupted, [write_csv(os.path.join(out, f"{name}.csv"), results,
+                                            BANDIT_METRICS)]
+
+
+def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
+                 name="dynamics_bandit", seed=0, jobs: int = 1):
+    """Run every rule (``jobs`` processes), write ``name``.csv and the figure;
+    return (results, summary, paths). The results do not depend on ``jobs``."""
+    results, interrupted, paths = _run_bandit_rules(config, rules, out, name, seed, jobs)
     suffix = " (interrupted)" if interrupted else ""
     paths += save_figure(figure_bandit(results, config, suffix), out, name)
     return results, summarize_bandit(results), paths
@@ -325,13 +332,6 @@ def figure_stress(results: dict, config: BanditConfig):
 def stress_study(config: BanditConfig, rules=STRESS_RULES, out="figures",
                  name="dynamics_stress", seed=0, jobs: int = 1):
     """The bandit under many updates per batch: CSV and figure; (results, paths)."""
-    with Progress(total=len(rules), desc=name, unit="rule") as bar:
-        def done(task, _):
-            bar.set_postfix_str(f"{task[0]} done")
-            bar.update(1)
-
-        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
-    results = {rule: history for rule, (history, _) in zip(rules, runs)}
-    paths = [write_csv(os.path.join(out, f"{name}.csv"), results, BANDIT_METRICS)]
+    results, _, paths = _run_bandit_rules(config, rules, out, name, seed, jobs)
     paths += save_figure(figure_stress(results, config), out, name)
     return results, paths
