@@ -319,8 +319,9 @@ def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
     """doctor suggested pip install "bandsolve[verl]": bandsolve is on no index,
     so that fails or installs another package of the name. The fix names the
     source this bandsolve came from (direct_url.json), or the checkout."""
-    monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl", False))
-    assert doctor._pip("verl") == 'pip install "bandsolve[verl] @ file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl"'
+    wheel = "file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl"
+    monkeypatch.setattr(doctor, "_install_source", lambda: (wheel, False))
+    assert doctor._pip("verl") == f'pip install "bandsolve[verl] @ {wheel}"'
     monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///src/bandsolve", True))
     assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
     monkeypatch.setattr(doctor, "_install_source", lambda: None)

@@ -138,7 +138,7 @@ def test_numpy_table_evaluation_is_the_device_code_to_rounding_in_float64(diverg
     data = table.build(divergence, 0.05, max_ratio=10.0)
     logp = np.concatenate([_random_logp(7, 1000), [0.0, -0.0, -np.inf, -1e300, -1e-300,
                                                    np.nan, 0.5]])
-    expected = table.evaluate_numpy(data, logp)
+    expected = table.evaluate_numpy(data, logp, validate=False)
     got = BandTable(data)(torch.tensor(logp), validate=False)
     for g, e in zip(got, expected):
         g = g.numpy()

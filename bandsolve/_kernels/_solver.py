@@ -102,6 +102,7 @@ GENERATOR: Callable[..., Any] = _unbound
 DERIVATIVE: Callable[..., Any] = _unbound
 CONJUGATE: Callable[..., Any] = _unbound
 CLOSED_FORM: Callable[..., Any] = _unbound
+SCALED_CONJUGATE: Callable[..., Any] = _unbound
 
 
 _SMALLEST_NORMAL = 2.2250738585072014e-308

@@ -19,7 +19,8 @@ import dataclasses
 import math
 
 from .._kernels._special import expm1mx, log1pmx, log_exact
-from .._kernels._util import generator, scaled_conjugate as _scaled_conjugate_form
+from .._kernels._util import generator
+from .._kernels._util import scaled_conjugate as _scaled_conjugate_form
 from . import _exact
 from . import kl as _kl
 from ._record import Divergence, LogForm, MpGenerator

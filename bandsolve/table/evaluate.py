@@ -125,16 +125,27 @@ def beyond_certified_range(logp):
     return (logp > -CERTIFIED_ONE_MINUS_P) & (logp < 0.0)
 
 
-def evaluate_numpy(table: BandTableData, logp: ArrayLike
+def evaluate_numpy(table: BandTableData, logp: ArrayLike, *, validate: bool = True
                    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """(lower, upper) from the table in float64 numpy (for certification and
     for readers of an exported file; the device path is ``bandsolve.torch``,
     the same :func:`bounds`).
 
     Within the table's certificate of the float64 root finder, plus 8 eps
-    max(r, 1) (see "Accuracy of a float64 table" in ``bandsolve.table``)."""
-    # NaN, +inf or log p > 0 would come back as NaN bounds: refuse them, as band does
-    logp = check_log_probability(logp)
+    max(r, 1) (see "Accuracy of a float64 table" in ``bandsolve.table``).
+    ``validate`` (default True) refuses what the table cannot answer, as
+    ``BandTable(validate=True)`` does: NaN, +inf, log p > 0, and log p within
+    1e-300 of 0 (outside the certified range). With ``validate=False`` those
+    give what the device gives: NaN, or the extrapolated last interval."""
+    if validate:
+        _check_inside_certified_range(check_log_probability(logp))
+    logp = np.asarray(logp, dtype=np.float64)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        return bounds(NUMPY_OPS, table.lower, table.upper, logp, -np.expm1(logp),
+                      lower_at_one=table.lower_at_one, max_ratio=table.max_ratio)
+
+
+def _check_inside_certified_range(logp: np.ndarray) -> None:
     outside = beyond_certified_range(logp)
     if outside.any():
         raise ValueError(
@@ -142,6 +153,3 @@ def evaluate_numpy(table: BandTableData, logp: ArrayLike
             f"1e-300, the first {float(logp.reshape(-1)[np.flatnonzero(outside)[0]])!r}): "
             "outside the range a table is certified for; bandsolve.band_from_logp "
             "solves them")
-    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
-        return bounds(NUMPY_OPS, table.lower, table.upper, logp, -np.expm1(logp),
-                      lower_at_one=table.lower_at_one, max_ratio=table.max_ratio)
