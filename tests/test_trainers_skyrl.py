@@ -195,7 +195,11 @@ def test_with_a_constant_band_it_is_skyrls_own_ppo_loss(monkeypatch, loss_type, 
     def constant_band(log_prob, *args, **kwargs):
         return torch.full_like(log_prob, 0.8), torch.full_like(log_prob, 1.28)
 
-    monkeypatch.setattr(plugin, "band_from_logp", constant_band)
+    # the plug-in's band comes through BandSettings.bounds (issue 22: one settings
+    # object and one loss body for every plug-in), which calls band_from_logp there
+    from bandsolve.torch import settings as band_settings
+
+    monkeypatch.setattr(band_settings, "band_from_logp", constant_band)
     common = ["trainer.algorithm.eps_clip_low=0.2", "trainer.algorithm.eps_clip_high=0.28",
               "trainer.algorithm.clip_ratio_c=2.0"]
     cfg = _config([*common, f"trainer.algorithm.policy_loss_type={loss_type}",
