@@ -50,3 +50,63 @@ def test_interior_upper_from_logp_never_exceeds_the_simplex_cap():
         _, upper = bs.band_from_logp(logp, delta, "rkl")
         for x, u in zip(logp, upper):
             assert mp.mpf(float(u)) <= mp.exp(-mp.mpf(float(x))), (delta, x, u)
+
+
+LINEAR_GENERATORS = {
+    "2 (u - 1)": lambda u: 2.0 * (u - 1.0),
+    "-(u - 1)": lambda u: 1.0 - u,
+    "0": lambda u: 0.0 * u,
+    "1e100 (u - 1)": lambda u: 1e100 * (u - 1.0),
+}
+
+
+@pytest.mark.parametrize("label", sorted(LINEAR_GENERATORS))
+def test_linear_generator_gives_the_trivial_band_not_a_convexity_error(label):
+    """from_generator refused f(u) = 2 (u - 1) as "not convex" (Romberg's
+    f'(1) = 2.0000000000004 left noise that the convexity test read as a
+    kink). A linear f generates the zero divergence, so every ratio the
+    simplex allows, [0, 1/p], is in the band at every delta > 0."""
+    div = bs.Divergence.from_generator("linear", LINEAR_GENERATORS[label])
+    p = np.array([0.0, 1e-300, 1e-5, 0.3, 1 - 1e-12, 1.0])
+    for delta in (5e-324, 1e-6, 0.1, 1e300):
+        lower, upper = bs.band(p, delta, div)
+        assert np.all(lower == 0.0)
+        with np.errstate(divide="ignore"):
+            np.testing.assert_array_equal(upper, 1.0 / p)  # saturated: exactly fl(1/p)
+        lower, upper = bs.band_from_logp(np.array([-1e-300, -0.5, -700.0]), delta, div)
+        assert np.all(lower == 0.0)
+        for x, u in zip((-1e-300, -0.5, -700.0), upper):
+            assert mp.mpf(float(u)) <= mp.exp(-mp.mpf(x)) * (1 + mp.mpf(2) ** -53)
+            assert mp.mpf(float(u)) >= mp.exp(-mp.mpf(x)) * (1 - 4 * mp.mpf(2) ** -52)
+    assert np.all(bs.binary_divergence(0.3, [0.0, 1.0, 1 / 0.3], div) == 0.0)
+
+
+def test_linear_generator_with_a_nonzero_edge_value_is_refused():
+    with pytest.raises(ValueError, match="f is linear"):
+        bs.Divergence.from_generator("linear", lambda u: 2.0 * (u - 1.0), slope_at_infinity=1.0)
+
+
+def test_huge_generator_is_not_read_as_nan_and_gives_the_scaled_chi2_band():
+    """f(u) = 1e100 (u - 1)^2 was refused as "NaN at u = 1.8e224": f'(1) was
+    estimated as 1.6e84 (1 + 1e-3 is inexact, and f's size multiplied the
+    error), and f(u) - f'(1) (u - 1) was inf - inf where both overflowed.
+    It is 1e100 chi2, whose band is 1 +- sqrt(delta 1e-100 (1 - p) / p)."""
+    div = bs.Divergence.from_generator("big_chi2", lambda u: 1e100 * (u - 1.0) ** 2)
+    assert div.slope_at_infinity == math.inf and div.f_at_zero == 1e100
+    p = np.array([1e-200, 1e-5, 0.3, 0.9, 1 - 1e-9])
+    mp.mp.dps = 40
+    for delta in (1e99, 1e100, 1e102):
+        lower, upper = bs.band(p, delta, div)
+        for pi, lo, up in zip(p, lower, upper):
+            pm = mp.mpf(float(pi))
+            s = mp.sqrt(mp.mpf(delta) / mp.mpf(10) ** 100 * (1 - pm) / pm)
+            for got, want in ((lo, max(1 - s, 0)), (up, min(1 + s, 1 / pm))):
+                assert abs(got - want) <= 1e-12 * max(want, 1), (delta, pi, got, want)
+
+
+def test_huge_generator_that_overflows_at_the_root_is_a_clear_error():
+    """Where f itself overflows float64 next to the root (1e100 (u - 1)^2 at
+    u = 1e150), the solver names the overflow, never returns NaN."""
+    div = bs.Divergence.from_generator("big_chi2", lambda u: 1e100 * (u - 1.0) ** 2)
+    with pytest.raises(bs.BandSolveError, match="overflows float64"):
+        bs.band(1e-300, 1e99, div)

@@ -74,23 +74,39 @@ def _check_edge_values(name, f_at_zero, slope_at_infinity, curvature_at_one):
 
 
 def _slope_at_one(f_user) -> float:
-    """f'(1) by Romberg extrapolation of central differences (h = 1e-3, 5e-4,
-    2.5e-4): truncation error O(h^6), rounding error about eps |f(1 +- h)| / h,
-    so about 1e-19 for a generator written without cancellation near 1, where
-    a plain difference was off by 1e-11 (Le Cam). The linear term that this
-    removes cancels between g's two terms; an error in it survives as
-    rounding noise that swamps g at tiny delta, so an estimate below its own
-    error estimate is taken as 0."""
+    """f'(1) by Romberg extrapolation of central differences (h = 2^-10,
+    2^-11, 2^-12): truncation error O(h^6), rounding error about
+    eps |f(1 +- h)| / h, so about 1e-19 for a generator written without
+    cancellation near 1, where a plain difference was off by 1e-11 (Le Cam).
+    The steps are powers of two, so that 1 +- h is exact: with h = 1e-3,
+    1 + h rounded by 1e-13 relative, an error that f's size multiplied
+    (1e100 (u - 1)^2 had f'(1) = 1.6e84 and then a NaN where its linear term
+    overflowed). The linear term that this removes cancels between g's two
+    terms; an error in it survives as rounding noise that swamps g at tiny
+    delta, so an estimate below its own error estimate is taken as 0."""
     def central(h):
         return (float(f_user(1.0 + h)) - float(f_user(1.0 - h))) / (2.0 * h)
 
-    d1, d2, d3 = central(1e-3), central(5e-4), central(2.5e-4)
+    h = 2.0**-10
+    d1, d2, d3 = central(h), central(h / 2), central(h / 4)
     r1, r2 = (4.0 * d2 - d1) / 3.0, (4.0 * d3 - d2) / 3.0
     slope = (16.0 * r2 - r1) / 15.0
-    noise = abs(r2 - r1) / 15.0 + 1e-15 * max(abs(float(f_user(1.0 + 1e-3))),
-                                             abs(float(f_user(1.0 - 1e-3)))) / 1e-3
+    noise = abs(r2 - r1) / 15.0 + 1e-15 * max(abs(float(f_user(1.0 + h))),
+                                             abs(float(f_user(1.0 - h)))) / h
     return 0.0 if abs(slope) <= noise else slope
 
+
+def _is_affine(f_user, slope_one: float) -> bool:
+    """Whether f is c (u - 1) on the convexity grid, to 1e-9 relative (the
+    convexity test's tolerance): such an f generates the zero divergence."""
+    for u in _CONVEXITY_GRID:
+        value = float(f_user(u))
+        linear = slope_one * (u - 1.0)
+        if value == linear:  # also the same infinity, where c (u - 1) overflows
+            continue
+        if not abs(value - linear) <= 1e-9 * (abs(value) + abs(linear)) + 1e-300:
+            return False  # also NaN
+    return True
 
 
 def _check_convex_on_grid(name, f_norm) -> None:
@@ -150,6 +166,18 @@ def _slope_at_infinity(name, f_norm) -> tuple[float, float]:
     return math.inf, math.inf
 
 
+@numba.njit(GENERATOR_SIG, error_model="numpy")
+def _zero(u, x, theta):
+    return 0.0
+
+
+def _zero_generator_fields() -> dict:
+    """The Divergence fields of f = 0 (an affine f with its linear term
+    removed): every bound saturates, [0, 1/p]."""
+    return dict(f=_zero, df=_zero, f_conjugate=_zero, f_at_zero=0.0, slope_at_infinity=0.0,
+                curvature_at_one=1.0)
+
+
 def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: float | None,
                       slope_at_infinity: float | None,
                       curvature_at_one: float | None) -> dict:
@@ -178,9 +206,24 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
         if not math.isfinite(slope_one):
             raise ValueError(f"df of {name!r} must be finite at u = 1 (got {slope_one})")
 
+    if _is_affine(f_user, slope_one):
+        # D_f = 0 for every pair of distributions: the band is [0, 1/p]
+        # whatever delta > 0 is, and the zero generator gives exactly that
+        # (g = 0 saturates both bounds). Its edge values are all 0.
+        for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity)):
+            if value is not None and float(value) != 0.0:
+                raise ValueError(f"{label} of {name!r} must be 0 (got {value}): f is linear, "
+                                 "c (u - 1), which generates the zero divergence")
+        return _zero_generator_fields()
+
     @numba.njit(GENERATOR_SIG, error_model="numpy")
     def f_linear_removed(u, x, theta):
-        return f_user(u) - slope_one * x
+        value = f_user(u)
+        if value == math.inf:
+            # f itself is +inf (or overflowed): the linear term, finite,
+            # leaves it +inf (slope_one x may overflow too: inf - inf = NaN)
+            return math.inf
+        return value - slope_one * x
 
     _check_convex_on_grid(name, f_linear_removed)
     if f_at_zero is None:
