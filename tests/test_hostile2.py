@@ -2,6 +2,7 @@
 each named after the break it catches, checked against mpmath or a closed
 form (never against bandsolve itself)."""
 
+import functools
 import math
 
 import mpmath as mp
@@ -110,3 +111,38 @@ def test_huge_generator_that_overflows_at_the_root_is_a_clear_error():
     div = bs.Divergence.from_generator("big_chi2", lambda u: 1e100 * (u - 1.0) ** 2)
     with pytest.raises(bs.BandSolveError, match="overflows float64"):
         bs.band(1e-300, 1e99, div)
+
+
+@functools.cache
+def _hand_rkl(with_df: bool):
+    return bs.Divergence.from_generator(
+        "hand_rkl", lambda u: u * math.log(u) - u + 1.0 if u > 0.0 else 1.0,
+        df=(lambda u: math.log(u)) if with_df else None)
+
+
+@pytest.mark.parametrize("with_df", [True, False])
+@pytest.mark.parametrize("delta", [1e-3, 0.1, 10.0, 100.0])
+def test_hand_written_rkl_answers_where_one_minus_p_is_subnormal(with_df, delta):
+    """A hand-written rkl (f = u log u - u + 1) raised BandSolveError ("+inf
+    next to the bounds") at log p = -1e-310, where the built-in answers:
+    v f(1/v) at v below 1e-305 needs f past float64 (u log u overflows beyond
+    u = 2.6e305). The conjugate now continues as its certified quadratic in
+    log v there (exact for u log u), and the bound meets mpmath's."""
+    import reference as ref
+
+    logp = np.array([-5e-324, -1e-315, -1e-310, -3e-308, -1e-306])
+    lower, upper = bs.band_from_logp(logp, delta, _hand_rkl(with_df))
+    for x, lo in zip(logp, lower):
+        truth, _ = ref.bound("rkl", float(x), delta, "lower", from_logp=True)
+        assert ref.error_ratio(float(lo), truth) <= 1.0, (x, lo)
+    assert np.all(upper == 1.0)
+
+
+def test_generator_whose_conjugate_tail_is_not_quadratic_is_still_refused_clearly():
+    """alpha = 1.001 written by hand: v f(1/v) ~ v^-0.001 / 0.001 has no
+    certified quadratic tail in log v, so 1 - p subnormal stays a clear
+    BandSolveError naming the overflow, never a NaN or a guess."""
+    a = 1.001
+    div = bs.Divergence.from_generator("hand_alpha", lambda u: (u**a - 1 - a * (u - 1)) / (a * (a - 1)))
+    with pytest.raises(bs.BandSolveError, match="overflows float64"):
+        bs.band_from_logp(-1e-310, 0.1, div)

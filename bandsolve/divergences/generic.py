@@ -178,6 +178,51 @@ def _zero_generator_fields() -> dict:
                 curvature_at_one=1.0)
 
 
+# The tail of the conjugate is fitted on v = 2^-k, 2^-(k - 16), ... (exact
+# powers of two, k the largest with f(2^k) finite) and used below 2^-k only
+# where the fit's own error estimate, at the smallest subnormal, is this small
+# relative to the value (rkl: 7e-15).
+_TAIL_STEP = 16
+_TAIL_TOLERANCE = 1e-13
+_NO_TAIL = (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def _conjugate_tail(f_norm, slope_inf: float) -> tuple:
+    """(log v0, c0, c1, c2, h): v f(1/v) = c0 + s (c1 + (s - 1) c2) with
+    s = (log v - log v0) / h, for the v below v0 where f(1/v) overflows
+    float64 though v f(1/v) does not (a generator that grows like u log u:
+    a hand-written rkl at 1 - p below 1e-305). Quadratic in log v through
+    three nodes; a fourth node's third difference bounds the extrapolation
+    error down to v = 5e-324, and where that bound exceeds _TAIL_TOLERANCE
+    (f growing like a power of u, whose v f(1/v) then overflows itself)
+    there is no tail (h = 0): such a v stays +inf, reported as an overflow.
+    Only for f'(inf) = inf: a finite slope is the limit itself."""
+    if slope_inf < math.inf:
+        return _NO_TAIL
+    k = 1023
+    while k > 4 * _TAIL_STEP and not math.isfinite(float(f_norm(2.0**k, 2.0**k - 1.0, 0.0))):
+        k -= 1
+    if k <= 4 * _TAIL_STEP:
+        return _NO_TAIL
+    phi = []
+    for i in range(4):
+        u = 2.0 ** (k - _TAIL_STEP * i)
+        phi.append(float(f_norm(u, u - 1.0, 0.0)) / u)
+    if not all(math.isfinite(value) for value in phi):
+        return _NO_TAIL
+    d1 = phi[1] - phi[0]
+    d2 = phi[2] - 2.0 * phi[1] + phi[0]
+    d3 = phi[3] - 3.0 * phi[2] + 3.0 * phi[1] - phi[0]
+    h = _TAIL_STEP * math.log(2.0)
+    log_v0 = -k * math.log(2.0)
+    s = (math.log(5e-324) - log_v0) / h
+    at_end = phi[0] + s * (d1 + (s - 1.0) * d2 / 2.0)
+    error = abs(d3) / 6.0 * abs(s * (s - 1.0) * (s - 2.0))
+    if not (math.isfinite(at_end) and error <= _TAIL_TOLERANCE * abs(at_end)):
+        return _NO_TAIL
+    return log_v0, phi[0], d1, d2 / 2.0, h
+
+
 def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: float | None,
                       slope_at_infinity: float | None,
                       curvature_at_one: float | None) -> dict:
@@ -286,14 +331,24 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
         c = (float(f_norm(1 + h, h, 0.0)) + float(f_norm(1 - h, -h, 0.0))) / h**2
         curvature_at_one = c if math.isfinite(c) and c > 0 else 1.0
 
+    tail_log_v0, tail_c0, tail_c1, tail_c2, tail_h = _conjugate_tail(f_norm, slope_inf)
+
     @numba.njit(GENERATOR_SIG, error_model="numpy")
     def f_conj(v, x, theta):
         u = 1.0 / v
-        if u == math.inf:
+        value = math.inf
+        if u < math.inf:
+            value = v * f_norm(u, -x / v, theta)
+        elif slope_inf < math.inf or v == 0.0:
             # v = 0, or subnormal: v f(1/v) has reached its limit f'(inf)
             # (1/v and -x/v would overflow into inf - inf = NaN)
             return slope_inf
-        return v * f_norm(u, -x / v, theta)
+        if value == math.inf and v > 0.0 and tail_h > 0.0:
+            # f(1/v) is past float64 (rkl's u log u beyond u = 2.6e305),
+            # v f(1/v) is not: its quadratic in log v, certified at build
+            s = (math.log(v) - tail_log_v0) / tail_h
+            return tail_c0 + s * (tail_c1 + (s - 1.0) * tail_c2)
+        return value
 
     return dict(f=f_norm, df=df_norm, f_conjugate=f_conj, f_at_zero=float(f_at_zero),
                 slope_at_infinity=slope_inf, curvature_at_one=float(curvature_at_one))
