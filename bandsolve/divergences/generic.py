@@ -345,7 +345,7 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
             return slope_inf
         if value == math.inf and v > 0.0 and tail_h > 0.0:
             # f(1/v) is past float64 (rkl's u log u beyond u = 2.6e305),
-            # v f(1/v) is not: its quadratic in log v, certified at build
+            # v f(1/v) is not: its quadratic in log v, checked at build
             s = (math.log(v) - tail_log_v0) / tail_h
             return tail_c0 + s * (tail_c1 + (s - 1.0) * tail_c2)
         return value
