@@ -146,3 +146,11 @@ def test_generator_whose_conjugate_tail_is_not_quadratic_is_still_refused_clearl
     div = bs.Divergence.from_generator("hand_alpha", lambda u: (u**a - 1 - a * (u - 1)) / (a * (a - 1)))
     with pytest.raises(bs.BandSolveError, match="overflows float64"):
         bs.band_from_logp(-1e-310, 0.1, div)
+
+
+@pytest.mark.parametrize("name", ["alpha:2_0", "alpha:0_5", "alpha:1_000"])
+def test_alpha_parameter_with_underscores_is_refused_not_read_as_another_number(name):
+    """float() reads "2_0" as 20, so "alpha:2_0" silently gave the band of
+    alpha = 20 (upper 1.64 at p = 0.01, delta 0.5, where alpha:2 gives 10.9)."""
+    with pytest.raises(ValueError, match="underscores"):
+        bs.band(0.01, 0.5, name)
