@@ -154,3 +154,17 @@ def test_alpha_parameter_with_underscores_is_refused_not_read_as_another_number(
     alpha = 20 (upper 1.64 at p = 0.01, delta 0.5, where alpha:2 gives 10.9)."""
     with pytest.raises(ValueError, match="underscores"):
         bs.band(0.01, 0.5, name)
+
+
+@pytest.mark.parametrize("call", ["save", "evaluate_numpy", "to_arrays"])
+def test_table_functions_given_a_non_table_raise_type_error_not_attribute_error(call, tmp_path):
+    """table.save(None, path) and table.evaluate_numpy(None, logp) raised
+    AttributeError ('NoneType' object has no attribute 'divergence')."""
+    from bandsolve import table
+
+    calls = {"save": lambda: table.save(None, tmp_path / "t.npz"),
+             "evaluate_numpy": lambda: table.evaluate_numpy({"lower": 1}, np.array([-0.1])),
+             "to_arrays": lambda: table.to_arrays("kl")}
+    with pytest.raises(TypeError, match="must be a BandTableData"):
+        calls[call]()
+    assert not (tmp_path / "t.npz").exists()
