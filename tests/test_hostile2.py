@@ -168,3 +168,13 @@ def test_table_functions_given_a_non_table_raise_type_error_not_attribute_error(
     with pytest.raises(TypeError, match="must be a BandTableData"):
         calls[call]()
     assert not (tmp_path / "t.npz").exists()
+
+
+@pytest.mark.parametrize("field, value", [("f_at_zero", "1"), ("slope_at_infinity", True),
+                                          ("curvature_at_one", "x"), ("f_at_zero", [1.0])])
+def test_edge_value_of_the_wrong_type_is_a_type_error(field, value):
+    """f_at_zero="1" and slope_at_infinity=True were read as 1.0 (a bool is
+    refused as a number everywhere else), curvature_at_one="x" raised float()'s
+    ValueError."""
+    with pytest.raises(TypeError, match=f"{field} of 'x' must be a real number"):
+        bs.Divergence.from_generator("x", lambda u: (u - 1.0) ** 2, **{field: value})

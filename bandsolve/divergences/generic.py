@@ -11,6 +11,7 @@ removed, so the result is normalised like the built-in generators.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numba
@@ -62,6 +63,12 @@ def _returning_nan_for_errors(fn):
 
 def _check_edge_values(name, f_at_zero, slope_at_infinity, curvature_at_one):
     """Refuse values that no convex generator with f(1) = f'(1) = 0 has."""
+    for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity),
+                         ("curvature_at_one", curvature_at_one)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            # float() would read "1" or True as 1.0, and "x" as a ValueError
+            raise TypeError(f"{label} of {name!r} must be a real number or None "
+                            f"(got {type(value).__name__})")
     for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity)):
         if value is not None and not float(value) >= 0.0:  # also NaN
             raise ValueError(
