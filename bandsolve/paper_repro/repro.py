@@ -1,6 +1,6 @@
 """Reproduce the paper's claims that this scale allows, and say which it does not.
 
-    bandsolve repro [--out DIR] [--full | --skip-dynamics] [--jobs N]
+    bandsolve repro [--out DIR] [--full | --skip-dynamics] [--jobs N] [--resume DIR]
     python -m bandsolve.paper_repro   (the same; python -m paper_repro in a checkout)
 
 Everything is written under ``--out`` (default ``./bandsolve-output``):
@@ -336,7 +336,7 @@ def _row_verdict(tests):
     return "not reproduced at this scale"
 
 
-def dynamics_claims(out, config, jobs: int = 1):
+def dynamics_claims(out, config, jobs=1):
     """The small-scale dynamics study (``bandsolve.analysis``) under ``config``
     (a :class:`bandsolve.analysis.studies.StudyConfig`), in ``jobs`` processes.
 
@@ -552,6 +552,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes for the dynamics study (default 1); runs are seeded "
                              "per task, so the results do not depend on it")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="keep each finished run of the dynamics study in DIR and reuse "
+                             "those already there: a stopped study resumes where it stopped "
+                             "(entries are pickles: use a folder you trust)")
 
 
 def main(argv=None) -> int:
@@ -587,10 +591,11 @@ def run(args: argparse.Namespace) -> int:
                                 "Figures 3-5", "not run: it needs torch "
                                 "(pip install \"bandsolve[torch]\")", "not run"))
         else:
+            from ..analysis.common import Jobs
             from ..analysis.studies import full_study, quick_study
 
             claims += dynamics_claims(figures_dir, full_study() if args.full else quick_study(),
-                                      jobs=args.jobs)
+                                      jobs=Jobs(args.jobs, args.resume))
     claims += not_at_this_scale()
     link = os.path.relpath(os.path.abspath(figures_dir),
                            os.path.dirname(os.path.abspath(report_path))).replace(os.sep, "/")
