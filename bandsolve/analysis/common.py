@@ -191,13 +191,20 @@ class Jobs:
         os.replace(partial, path)  # a run stopped mid-write leaves no torn entry
 
 
+#: parts of the package that no task runs (the report and the command line):
+#: editing them keeps the kept results
+_NOT_RUN_BY_TASKS = ("paper_repro", "cli")
+
+
 @functools.cache
 def _source_digest() -> str:
-    """sha256 of every module of the package: a kept result belongs to one
-    version of the code."""
+    """sha256 of the package's modules that a task may run: a kept result
+    belongs to one version of that code."""
     root = pathlib.Path(__file__).resolve().parents[1]
     digest = hashlib.sha256()
     for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in _NOT_RUN_BY_TASKS:
+            continue
         digest.update(path.relative_to(root).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
