@@ -54,6 +54,10 @@ STATUS_NOT_CONVERGED = 1
 #: g evaluates to +inf next to the root (float64 overflow, or a generator that
 #: is +inf there), so the root cannot be resolved
 STATUS_OVERFLOW = 2
+#: written by the fast path only (``_fast.band_fast``): its one Newton step
+#: could not certify the element, so the root finder recomputes it; the
+#: caller never sees this code
+STATUS_UNCERTIFIED = 3
 # Below this u2, an overflow of b f(u2) only means u2 is smaller still (alpha
 # with a < -1 at p ~ 1e-310 overflows u2^a at u2 ~ 1e-155): the true u2 lies in
 # [0, 1e-16], so the lower bound (u2) is within 4 eps absolute and the upper
