@@ -136,3 +136,48 @@ def test_loops_calling_them_vectorise(name):
     asm = "\n".join(apply.inspect_asm().values())
     assert "pd\t%ymm" in asm or "pd\t%zmm" in asm or "pd\t%xmm" in asm
     assert not any(sym in asm for sym in ("log1p", "expm1", "\tcallq\tlog", "\tcallq\texp"))
+
+
+@numba.njit(fastmath={"contract"}, error_model="numpy")
+def _pairs(u, x):
+    log_u = np.empty_like(u)
+    log_minus_x = np.empty_like(u)
+    for i in range(u.size):
+        log_u[i], log_minus_x[i] = vm.vlog_pair(u[i], x[i])
+    return log_u, log_minus_x
+
+
+def test_log_pair_keeps_log1pmx_exact_near_one():
+    """vlog_pair's log(1 + x) - x has no series select: near u = 1 it is
+    formed from fdlibm's reduction with x subtracted inside the sum. Checked
+    against mpmath with x taken exactly (u = fl(1 + x) rounded) and with u
+    exact (x = u - 1), from x = 1e-300 to u = 1e300, in relative error."""
+    rng = np.random.default_rng(11)
+    x_small = np.concatenate([
+        np.exp(rng.uniform(np.log(1e-300), np.log(0.9), 3000)),
+        -np.exp(rng.uniform(np.log(1e-300), np.log(0.999999), 3000)),
+        [0.25, -0.25, 0.2928932, 0.4142135, 0.45, -0.2929]])
+    u_far = np.exp(rng.uniform(np.log(1e-300), np.log(1e300), 3000))
+    cases = [(1.0 + x_small, x_small, True), (u_far, u_far - 1.0, False)]
+    # 700 digits: log(1 + x) - x = -x^2/2 at x = 1e-300 needs them
+    with mp.workdps(700):
+        for u, x, x_exact in cases:
+            log_u, log_minus_x = _pairs(u, x)
+            for ui, xi, lu, lm in zip(u, x, log_u, log_minus_x):
+                step = mp.mpf(float(xi)) if x_exact else mp.mpf(float(ui)) - 1
+                exact_log = mp.log1p(step)
+                exact = exact_log - step
+                # (plus a subnormal: -x^2/2 underflows below x = 1e-162)
+                assert abs(lm - exact) <= 8 * 2.2e-16 * abs(exact) + 1e-320, (ui, xi, lm)
+                assert abs(lu - exact_log) <= 4 * 2.2e-16 * abs(exact_log) + 1e-300, (ui, xi)
+
+
+def test_log_pair_edges():
+    u = np.array([0.0, math.inf, -1.0, 5e-324, 1.0])
+    x = np.array([-1.0, math.inf, -2.0, -1.0, 0.0])
+    log_u, log_minus_x = _pairs(u, x)
+    assert log_u[0] == -math.inf and log_minus_x[0] == -math.inf
+    assert log_u[1] == math.inf
+    assert math.isnan(log_u[2])
+    assert log_u[3] == math.log(5e-324)
+    assert log_u[4] == 0.0 and log_minus_x[4] == 0.0

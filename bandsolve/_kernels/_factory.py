@@ -45,10 +45,10 @@ from ._util import jit, parallel_kernel
 
 #: The globals a template reads its divergence's functions from, and the
 #: ``Divergence`` field that fills each.
-#: A dotted field is read through the record it names (``vector_forms.f``).
+#: A dotted field is read through the record it names (``vector_forms.value_and_slope``).
 SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
                "SCALED_CONJUGATE": "scaled_conjugate", "CLOSED_FORM": "margins",
-               "VECTOR_GENERATOR": "vector_forms.f", "VECTOR_DERIVATIVE": "vector_forms.df"}
+               "VECTOR_FORM": "vector_forms.value_and_slope"}
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 

@@ -12,7 +12,7 @@ x = log(m / (b - m)) and the same psi(x) = log(g(m(x)) / delta):
    p = 1/2. The index is the exponent and the top five mantissa bits; the
    local variable is the rest of the mantissa. No logarithm.
 2. **Polish.** One Newton step on psi, written with the divergence's
-   ``vector_forms`` (the VECTOR_GENERATOR and VECTOR_DERIVATIVE slots:
+   ``vector_forms`` (the VECTOR_FORM slot, f and f' together:
    ``_vecmath`` instead of libm, selects instead of branches), so that LLVM
    vectorises it. The table gives x to about 1e-9, so
    the step leaves an error of order 1e-18.
@@ -49,7 +49,7 @@ from numba import prange, types
 from ._factory import template
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
-from ._vecmath import _bits, vexp, vexpm1, vjit, vlog1p
+from ._vecmath import _bits, vexp, vexpm1, vjit
 
 # The table: sides x binades x pieces rows of cubic coefficients
 BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
@@ -76,6 +76,9 @@ THRESHOLD_MARGIN = 1e-6
 # margin m = b (1 - u2) rounds to b
 X_CAP = 600.0
 
+# Beyond this |g / delta - 1| a start is not polished (see ``polish``)
+EXCESS_MAX = 1e-3
+
 CHUNK = 16384
 BLOCK = 512
 
@@ -86,8 +89,7 @@ def _unbound(*args):
     raise TypeError("a kernel template runs only as compiled by _factory.specialise")
 
 
-VECTOR_GENERATOR: Callable[..., Any] = _unbound
-VECTOR_DERIVATIVE: Callable[..., Any] = _unbound
+VECTOR_FORM: Callable[..., Any] = _unbound
 
 _LOCAL_BITS = 52 - PIECE_BITS
 _LOCAL_MASK = (1 << _LOCAL_BITS) - 1
@@ -137,7 +139,7 @@ def _past(p, pc, edge_p, edge_pc):
     return p > edge_p if edge_p <= 0.5 else pc < edge_pc
 
 
-@template(slots=("VECTOR_GENERATOR", "VECTOR_DERIVATIVE"))
+@template(slots=("VECTOR_FORM",))
 def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, start_lower,
                  lower, upper, status):
     """The polish pass over one block: bounds and status from the starts.
@@ -158,14 +160,23 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
         sc = e * inv if x >= 0.0 else inv  # u2 = 1 - m / b
         m = b * s
         y = m / a
-        g = a * VECTOR_GENERATOR(1.0 + y, y, theta) + b * VECTOR_GENERATOR(sc, -s, theta)
-        slope = VECTOR_DERIVATIVE(1.0 + y, y, theta) - VECTOR_DERIVATIVE(sc, -s, theta)
+        f_up, df_up = VECTOR_FORM(1.0 + y, y, theta)
+        f_down, df_down = VECTOR_FORM(sc, -s, theta)
+        g = a * f_up + b * f_down
+        slope = df_up - df_down
         # psi' = g'(m) m u2 / g, kept as its reciprocal: one division for
         # the step and both error terms
         inv_dpsi = g / (slope * m * sc)
         excess = (g - delta) * inv_delta
-        dx = -vlog1p(excess) * inv_dpsi
+        # log1p(excess) by three terms of its series (no log, no division).
+        # Its error, excess^4 / 4, moves x by that over psi', far below the
+        # truncation term dx^2 ~ (excess / psi')^2 the certificate already
+        # counts; beyond EXCESS_MAX the start is flagged (no certifiable step
+        # starts there: dx^2 would be about 1e-6)
+        log_ratio = excess * (1.0 - excess * (0.5 - excess * (1.0 / 3.0)))
+        dx = -log_ratio * inv_dpsi
         truncation = dx * dx * (1.0 + inv_dpsi)
+        truncation = truncation if abs(excess) <= EXCESS_MAX else math.inf
         rounding = g_rel_error * inv_dpsi
         if upper:
             # m moves by m u2 dx: relative error u2 (error in x)

@@ -28,7 +28,7 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ._util import GENERATOR_SIG, jit
+from ._util import jit
 
 #: Worst error of every function here, in ulp of the exact result (the tests
 #: assert it over the whole domain).
@@ -66,12 +66,16 @@ def vjit(fn):
     return jit(fastmath=_CONTRACT, inline="always")(fn)
 
 
+#: ``(u, u - 1, parameter) -> (f(u), f'(u))``
+VECTOR_FORM_SIG = types.UniTuple(types.float64, 2)(types.float64, types.float64, types.float64)
+
+
 def vector_form(fn):
-    """A divergence's vector form (``VectorForms.f``, ``.df``): compiled to the
-    generator signature and inlined into the caller's numba IR, since a call
+    """A divergence's vector form (``VectorForms.value_and_slope``): compiled
+    to its signature and inlined into the caller's numba IR, since a call
     across compiled functions keeps the loop scalar (measured 47 ns against
     1.8 ns per element for kl's f)."""
-    return jit(GENERATOR_SIG, fastmath=_CONTRACT, inline="always")(fn)
+    return jit(VECTOR_FORM_SIG, fastmath=_CONTRACT, inline="always")(fn)
 
 
 #: float64's machine epsilon, the unit of ``VectorForms.g_rel_error``
@@ -219,18 +223,57 @@ def vlog1p(x):
 
 
 # --- cancellation-free pieces of the generators -------------------------------
-_SERIES_MAX = 0.25  # below this |x|, log(1 + x) - x by its series (|t| <= 1/7)
+_SERIES_MAX = 0.25  # below this |x|, u log u - x as u (log u - x) + x^2
+
+
+@vjit
+def vlog_pair(u, x):
+    """(log(u), log(u) - (u - 1)) given u and x = u - 1, where either may be
+    the rounded one, from one reduction and one division.
+
+    u = 2^k m with m in [sqrt(1/2), sqrt(2)) and f = m - 1, and fdlibm's
+    log(m) = f - (f^2/2 - s (f^2/2 + R(s^2))), s = f / (2 + f). Subtracting x
+    inside that sum rather than from log(u) is what keeps the second value
+    exact near u = 1: there k = 0 and f = u - 1 exactly, so f - x is minus
+    the rounding difference c = x - (u - 1), and the sum is
+    -(f^2/2 - s (f^2/2 + R)) - c f/u - (c/u)^2/2, with no cancellation. The
+    correction log1p(c/u) ~ c/u - (c/u)^2/2 for the rounding of u against x
+    (0 where they agree) is added to both, so log1p(x) near 1 and log(u) near 0.
+    """
+    subnormal = u < _SMALLEST_NORMAL
+    scaled = u * _TWO_TO_54 if subnormal else u
+    shifted = _bits(scaled) + (_ONE_BITS - _SQRT_HALF_HIGH)
+    k = (shifted >> 52) - (1023 + 54 if subnormal else 1023)
+    m = _float((shifted & _MANTISSA) + _SQRT_HALF_HIGH)
+    f = m - 1.0
+    half_f2 = 0.5 * f * f
+    s = f / (2.0 + f)
+    z = s * s
+    w = z * z
+    tail = w * (_LG2 + w * (_LG4 + w * _LG6)) + z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
+    dk = _int_to_float(k)
+    d = u - 1.0
+    finite = u > 0.0 and u != math.inf
+    relative = (x - d) / u  # c / u
+    relative = relative if finite else 0.0
+    poly = s * (half_f2 + tail) + dk * _LN2_LO - half_f2
+    second = 0.5 * relative * relative
+    log_u = ((poly + (relative - second)) + f) + dk * _LN2_HI
+    # f - x + c/u regrouped as (f - d) - (c/u) d: at k = 0, f = d exactly, so
+    # nothing cancels even where x rounds u to 1 (log1p(x) - x = -x^2/2)
+    log_minus_x = (poly - second) + ((dk * _LN2_HI + (f - d)) - relative * d)
+    if not finite:
+        edge = math.inf if u == math.inf else (-math.inf if u == 0.0 else math.nan)
+        log_u = edge
+        log_minus_x = edge - x
+    return log_u, log_minus_x
 
 
 @vjit
 def vlog_exact(u, x):
     """log(u) given u and x = u - 1, where either may be the rounded one:
-    log(u) plus the first-order correction for the rounding of u - 1 against x
-    (0 where they agree), so log1p(x) near 1 and log(u) near 0."""
-    correction = (x - (u - 1.0)) / u
-    if u == math.inf or not u > 0.0:
-        correction = 0.0
-    return vlog(u) + correction
+    log1p(x) near 1 and log(u) near 0 (``vlog_pair``)."""
+    return vlog_pair(u, x)[0]
 
 
 @vjit
@@ -255,12 +298,9 @@ def log1pmx_series(x):
 
 @vjit
 def vlog1pmx(u, x):
-    """log(u) - (u - 1) given u and x = u - 1: the series for |x| <= 1/4,
-    log(u) - x elsewhere. Both are computed and one is selected, so that a
-    loop calling it stays branch-free."""
-    series = log1pmx_series(x)
-    direct = vlog_exact(u, x) - x
-    return series if abs(x) <= _SERIES_MAX else direct
+    """log(u) - (u - 1) given u and x = u - 1, without cancellation near
+    u = 1 and without a series select (``vlog_pair``)."""
+    return vlog_pair(u, x)[1]
 
 
 @vjit
@@ -271,9 +311,18 @@ def vexpm1mx(y):
 
 
 @vjit
+def vxlogx_m_xm1_and_log(u, x):
+    """(u log u - (u - 1), log u) given u and x = u - 1 (1 and -inf at u = 0):
+    u (log u - x) + x^2 near 1, where it has no cancellation, u log u - x
+    elsewhere, both from one ``vlog_pair``."""
+    log_u, log_minus_x = vlog_pair(u, x)
+    near = u * log_minus_x + x * x
+    far = u * log_u - x
+    value = near if abs(x) <= _SERIES_MAX else far
+    return (1.0 if u == 0.0 else value), log_u
+
+
+@vjit
 def vxlogx_m_xm1(u, x):
     """u log u - (u - 1) given u and x = u - 1 (1 at u = 0)."""
-    near = u * vlog1pmx(u, x) + x * x
-    far = u * vlog_exact(u, x) - x
-    value = near if abs(x) <= _SERIES_MAX else far
-    return 1.0 if u == 0.0 else value
+    return vxlogx_m_xm1_and_log(u, x)[0]

@@ -56,26 +56,27 @@ class LogForm(NamedTuple):
 
 @dataclasses.dataclass(frozen=True)
 class VectorForms:
-    """f and f' written for SIMD loops: the fast path's forms (``bandsolve.FastBand``).
+    """f and f' written for SIMD loops: the fast path's form (``bandsolve.FastBand``).
 
-    Same signature and meaning as ``Divergence.f`` and ``Divergence.df``, but
-    built from ``bandsolve._kernels._vecmath`` and selects only (no libm
-    call, no branch), so that a loop calling them vectorises. They need only
-    be accurate where the fast path evaluates them: u in [0, 2^61], where
-    either u or x = u - 1 may be the rounded one.
+    ``value_and_slope(u, u - 1, parameter) -> (f(u), f'(u))``: the meaning of
+    ``Divergence.f`` and ``Divergence.df`` in one function, so that the two
+    share their logarithm (the fast path's Newton step needs both at two
+    points per bound), built from ``bandsolve._kernels._vecmath`` and selects
+    only (no libm call, no branch), so that a loop calling it vectorises, and
+    inlined (``_vecmath.vector_form``): a call across compiled functions
+    stays scalar. It need only be accurate where the fast path evaluates it:
+    u in [0, 2^61], where either u or x = u - 1 may be the rounded one.
 
     Attributes
     ----------
-    f, df : numba functions ``(u, u - 1, parameter) -> float``, inlined
-        (``_vecmath.vjit``): a call across compiled functions stays scalar.
+    value_and_slope : numba function ``(u, u - 1, parameter) -> (f, f')``
     g_rel_error : float
         A bound on the relative rounding error of the binary divergence
         g = a f(1 + m/a) + b f(1 - m/b) evaluated with them; the fast path's
         per-element certificate propagates it to the bounds.
     """
 
-    f: Callable
-    df: Callable
+    value_and_slope: Callable
     g_rel_error: float
 
 

@@ -156,16 +156,13 @@ def exact_form(a):
 # With L = log u: (e^{aL} - 1 - aL) + a (L - x) near u = 1, expm1(aL) - a x
 # elsewhere, both computed and one selected (no branch)
 @vm.vector_form
-def vector_f(u, x, a):
-    log_u = vm.vlog_exact(u, x)
-    near = vm.vexpm1mx(a * log_u) + a * vm.vlog1pmx(u, x)
+def value_and_slope(u, x, a):
+    # f' = (u^(a-1) - 1) / (a - 1) = expm1((a - 1) L) / (a - 1), from the same L
+    log_u, log_minus_x = vm.vlog_pair(u, x)
+    near = vm.vexpm1mx(a * log_u) + a * log_minus_x
     far = vm.vexpm1(a * log_u) - a * x
-    return (near if abs(log_u) <= 3.0 else far) / (a * (a - 1.0))
-
-
-@vm.vector_form
-def vector_df(u, x, a):
-    return vm.vexpm1((a - 1.0) * vm.vlog_exact(u, x)) / (a - 1.0)
+    value = (near if abs(log_u) <= 3.0 else far) / (a * (a - 1.0))
+    return value, vm.vexpm1((a - 1.0) * log_u) / (a - 1.0)
 
 
 def vector_forms(a: float) -> VectorForms:
@@ -173,7 +170,7 @@ def vector_forms(a: float) -> VectorForms:
     (|L| <= 43 where the fast path evaluates f), and near u = 1 the two terms
     cancel by up to 1 / |1 - a|; a large bound only sends more elements to
     the root finder."""
-    return VectorForms(vector_f, vector_df,
+    return VectorForms(value_and_slope,
                        g_rel_error=(16.0 + 90.0 * abs(a) + 8.0 / abs(1.0 - a)) * vm.EPS)
 
 

@@ -37,16 +37,11 @@ def conjugate(v, x, theta):
 
 # --- vector (the fast path's SIMD loop) ---------------------------------------------
 @vm.vector_form
-def vector_f(u, x, theta):
-    return -vm.vlog1pmx(u, x)
+def value_and_slope(u, x, theta):
+    return -vm.vlog1pmx(u, x), x / u
 
 
-@vm.vector_form
-def vector_df(u, x, theta):
-    return x / u
-
-
-VECTOR_FORMS = VectorForms(vector_f, vector_df, g_rel_error=8 * vm.EPS)
+VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------
