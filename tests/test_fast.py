@@ -209,3 +209,16 @@ def test_hard_places_meet_the_allowance(name, p, delta):
     1, through the public fast path (kept or recomputed)."""
     lower, upper = _solver_for(name, delta).band(np.array([p, 1.0 - p]))
     assert _worst(name, delta, np.array([p, 1.0 - p]), lower, upper, [True, True]) <= 1.0
+
+
+def test_lower_bound_near_1e_15_is_kept_and_exact():
+    """kl's lower bound at p in [1.37e-3, 1.59e-3] and delta 0.05 is about
+    1e-15. There 1 - u2 rounds, and the step once evaluated f at u2 against
+    -(1 - u2): up to 10% apart, so every such element failed its certificate
+    (0.6% of a log-uniform batch fell back). With u2 - 1 formed from u2 they
+    are kept, and must meet the allowance."""
+    p = np.linspace(1.372e-3, 1.585e-3, 25)
+    lower, upper, kept = _fast_only("kl", 0.05, p)
+    assert kept.all()
+    assert _worst("kl", 0.05, p, lower, upper, kept) <= 1.0
+    assert lower.max() < 1e-13

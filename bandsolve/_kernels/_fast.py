@@ -161,7 +161,10 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
         m = b * s
         y = m / a
         f_up, df_up = VECTOR_FORM(1.0 + y, y, theta)
-        f_down, df_down = VECTOR_FORM(sc, -s, theta)
+        # u2 = sc and u2 - 1 = -s, each from whichever of s and sc is exact:
+        # past s = 1/2, -s is 1 - sc rounded, and an sc near 1e-16 would be
+        # off by up to 10% against it
+        f_down, df_down = VECTOR_FORM(sc, -s if s < 0.5 else sc - 1.0, theta)
         g = a * f_up + b * f_down
         slope = df_up - df_down
         # psi' = g'(m) m u2 / g, kept as its reciprocal: one division for
