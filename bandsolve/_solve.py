@@ -30,7 +30,7 @@ WARM_START_MIN_SIZE = 4096
 # Set from benchmarks/bench_fast.py (benchmarks/RESULTS.md, issue 20): below
 # it the build costs more than the fast path saves against the warm-started
 # root finder.
-FAST_MIN_SIZE = 1 << 21
+FAST_MIN_SIZE = 1 << 18
 
 
 class BandSolveError(RuntimeError):
@@ -101,8 +101,15 @@ def _fast_tables(request: BandRequest, kernels, fast):
     if not kernels.has_fast_path or request.delta.size != 1 or request.x.size != request.size:
         return None
     if fast is None and request.size >= FAST_MIN_SIZE:
-        fast = kernels.fast_tables(float(request.delta[0]))
+        fast = fast_tables(request.divergence, float(request.delta[0]), WarmStart())
     return fast
+
+
+def fast_tables(divergence, delta: float, warm_start: WarmStart) -> _fast.FastTables:
+    """The fast path's tables for one divergence and delta, their nodes
+    solved from ``warm_start``'s tables (built into it here, where it has
+    none for this delta; a FastBand's fallback then reuses them)."""
+    return kernels_for(divergence).fast_tables(delta, warm_start.tables(divergence, delta))
 
 
 def _band_by_root(request: BandRequest, kernels, warm_start, x, lower, upper, status) -> int:

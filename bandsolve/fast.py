@@ -17,7 +17,7 @@ from numpy.typing import ArrayLike
 
 from . import _validate
 from ._kernels._bind import kernels_for
-from ._solve import WarmStart, solve
+from ._solve import WarmStart, fast_tables, solve
 from .api import Bounds, _check_out
 from .divergences import DivergenceLike, get_divergence
 
@@ -63,11 +63,11 @@ class FastBand:
             raise ValueError(f"delta must be a single value for a FastBand (got shape "
                              f"{delta_arr.shape}); use bandsolve.band for one delta per element")
         self.delta = float(delta_arr.reshape(-1)[0])
-        kernels = kernels_for(self.divergence)
-        started = time.perf_counter()
-        self._tables = kernels.fast_tables(self.delta) if kernels.has_fast_path else None
-        self.build_seconds = time.perf_counter() - started
         self._warm_start = WarmStart()
+        started = time.perf_counter()
+        self._tables = (fast_tables(self.divergence, self.delta, self._warm_start)
+                        if kernels_for(self.divergence).has_fast_path else None)
+        self.build_seconds = time.perf_counter() - started
 
     def __repr__(self) -> str:
         return f"FastBand({self.divergence.name!r}, {self.delta!r})"

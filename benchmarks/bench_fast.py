@@ -10,8 +10,11 @@ bisection is single-threaded either way):
   table built once beforehand, and ``band(p, 0.05, div, out=...)`` (today's
   root finder below the fast path's threshold, a throwaway table above it);
 * the closed forms with ``out=`` against ``np.copyto`` into a buffer;
-* the cost of a new delta (building the table) and the share of elements
-  that fell back to the root finder.
+* the cost of a new delta (building the table, its warm-start grid
+  included) and the share of elements that fell back to the root finder;
+* where ``band()`` should switch to the fast path with a throwaway table
+  (``_solve.FAST_MIN_SIZE``): band() with the switch forced off and on, in
+  the same round, from 2^15 to 2^21 elements.
 
 Every ratio compares times from the same round; the table gives the median
 over rounds with the lowest and highest in brackets. The scaling section
@@ -34,6 +37,7 @@ from baseline import bisect_kl_band  # noqa: E402
 from bench_cpu import best_time, probabilities  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
+from bandsolve import _solve  # noqa: E402
 from bandsolve._kernels._bind import kernels_for  # noqa: E402
 
 DELTA = 0.05
@@ -84,7 +88,8 @@ def main(argv=None):
     solvers = {name: bs.FastBand(name, DELTA) for name in ROOT}
     emit(f"# bench_fast: n = {args.n:,}, delta = {DELTA}, {args.rounds} rounds, "
          f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
-         f"numba {numba.__version__}, numpy {np.__version__}")
+         f"numba {numba.__version__}, numpy {np.__version__}, "
+         f"load average at start {os.getloadavg()[0]:.2f}")
     emit()
     rounds = {1: [], 2: []}
     for r in range(args.rounds):
@@ -127,6 +132,24 @@ def main(argv=None):
              f"{100 * fallback_share(solvers[name], p):.2f}% |")
     emit()
 
+    emit("## band() with a throwaway table against the root finder, kl, 2 threads")
+    emit()
+    emit("| n | root finder (ms) | throwaway fast table (ms) | ratio |")
+    emit("|---:|---:|---:|---:|")
+    threshold = _solve.FAST_MIN_SIZE
+    try:
+        for n in (1 << 15, 1 << 17, 1 << 18, 1 << 19, 1 << 21):
+            q = probabilities(n, seed=2)
+            out = (np.empty_like(q), np.empty_like(q))
+            _solve.FAST_MIN_SIZE = 1 << 62
+            root = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
+            _solve.FAST_MIN_SIZE = 0
+            fast = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
+            emit(f"| {n:,} | {1e3 * root:.2f} | {1e3 * fast:.2f} | {root / fast:.2f}x |")
+    finally:
+        _solve.FAST_MIN_SIZE = threshold
+    emit()
+
     emit("## Scaling, kl, FastBand, 2 threads (ns per element, best of repeats)")
     emit()
     emit("| n | ns per element |")
@@ -136,6 +159,8 @@ def main(argv=None):
         out = (np.empty_like(q), np.empty_like(q))
         seconds = best_time(lambda: solvers["kl"].band(q, out=out), args.repeat)
         emit(f"| {n:,} | {1e9 * seconds / n:.1f} |")
+    emit()
+    emit(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.out:
         with open(args.out, "w") as handle:
             handle.write("\n".join(lines) + "\n")

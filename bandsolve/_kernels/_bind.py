@@ -20,6 +20,8 @@ from ._factory import specialise
 
 __all__ = ["Kernels", "kernels_for"]
 
+_NO_START = (np.empty(0), np.empty(0))
+
 
 @dataclasses.dataclass(frozen=True)
 class Kernels:
@@ -64,19 +66,22 @@ class Kernels:
             p, r, self.divergence.parameter, out)
 
     def margins_at(self, z: np.ndarray, delta: float, x_upper: np.ndarray,
-                   x_lower: np.ndarray) -> None:
+                   x_lower: np.ndarray, start: tuple = _NO_START) -> None:
         """The root finder's x of the upper and lower margin at each z = logit p
-        (NaN where the bound is not interior)."""
+        (NaN where the bound is not interior), started from the warm-start
+        tables ``start`` (upper, lower) where given."""
         specialise(_solver.margin_at, self.divergence)(
-            z, delta, *self._root_constants(), x_upper, x_lower)
+            z, delta, *self._root_constants(), *start, x_upper, x_lower)
 
-    def fast_tables(self, delta: float) -> _fast.FastTables:
+    def fast_tables(self, delta: float, start: tuple = _NO_START) -> _fast.FastTables:
         """The fast path's start tables and saturation edges at one delta:
-        the root finder at every node of ``_fast.node_logits()``."""
+        the root finder at every node of ``_fast.node_logits()``, started
+        from the warm-start tables ``start`` where given (a node then costs
+        one or two Newton steps instead of about ten)."""
         z = _fast.node_logits()
         x_upper = np.empty(z.size)
         x_lower = np.empty(z.size)
-        self.margins_at(z, delta, x_upper, x_lower)
+        self.margins_at(z, delta, x_upper, x_lower, start)
         thresholds = (self.saturation_threshold(True, delta),
                       self.saturation_threshold(False, delta))
         return _fast.tables_from(self.divergence, delta, x_upper, x_lower, thresholds)

@@ -49,7 +49,7 @@ from numba import prange, types
 from ._factory import template
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
-from ._vecmath import _bits, vexp, vexpm1, vjit
+from ._vecmath import _bits, _int_to_float, vexp, vexpm1, vjit
 
 # The table: sides x binades x pieces rows of cubic coefficients
 BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
@@ -122,15 +122,16 @@ def _start(table, t, side):
     """The table's x at t = min(p, 1 - p) on ``side``; NaN outside it."""
     bits = _bits(t)
     binade = (bits >> 52) - (1023 + LOWEST_EXPONENT)
+    inside = 0 <= binade < BINADES
+    # a row clamped into the table and a select, not an early return: the
+    # loads are then unconditional, which lets LLVM gather them in SIMD
+    binade = min(max(binade, 0), BINADES - 1)
     row = side * ROWS_PER_SIDE + binade * PIECES + ((bits >> _LOCAL_BITS) & _PIECE_MASK)
-    if not (0 <= binade < BINADES):
-        return math.nan
-    s = float(bits & _LOCAL_MASK) * _LOCAL_SCALE - 1.0
-    c = table[row]
-    value = c[DEGREE]
+    s = _int_to_float(bits & _LOCAL_MASK) * _LOCAL_SCALE - 1.0
+    value = table[row, DEGREE]
     for k in range(DEGREE - 1, -1, -1):
-        value = value * s + c[k]
-    return value
+        value = value * s + table[row, k]
+    return value if inside else math.nan
 
 
 @vjit
