@@ -27,10 +27,11 @@ WARM_START_MIN_SIZE = 4096
 
 # From this many elements with one delta, solve builds the fast path's tables
 # (``_kernels/_fast.py``) for the call and drops them; a FastBand keeps them.
-# Set from benchmarks/bench_fast.py (benchmarks/RESULTS.md, issue 20): below
-# it the build costs more than the fast path saves against the warm-started
-# root finder.
-FAST_MIN_SIZE = 1 << 18
+# Set from benchmarks/bench_fast.py (benchmarks/RESULTS.md, issue 20): for kl
+# a throwaway table measured 1.2x the warm-started root finder at 32,768
+# elements and 2.1x at 131,072 (the build, 5-15 ms, amortised); this sits
+# between, on the safe side.
+FAST_MIN_SIZE = 1 << 16
 
 
 class BandSolveError(RuntimeError):

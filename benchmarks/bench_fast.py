@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import pathlib
 import platform
 import statistics
 import sys
@@ -162,8 +163,7 @@ def main(argv=None):
     emit()
     emit(f"load average at the end {os.getloadavg()[0]:.2f}")
     if args.out:
-        with open(args.out, "w") as handle:
-            handle.write("\n".join(lines) + "\n")
+        pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -195,8 +195,11 @@ def _int_to_float(k):
 
 
 @vjit
-def vlog(u):
-    """log(u): -inf at 0, NaN below 0, inf at inf."""
+def _log_parts(u):
+    """(k, f, rest) with log(u) = (rest + f) + k ln2_hi for finite u > 0:
+    u = 2^k m with m in [sqrt(1/2), sqrt(2)) (subnormals scaled by 2^54
+    first), f = m - 1, and rest = s (f^2/2 + R(s^2)) + k ln2_lo - f^2/2 with
+    s = f / (2 + f) and fdlibm's minimax R."""
     subnormal = u < _SMALLEST_NORMAL
     scaled = u * _TWO_TO_54 if subnormal else u
     shifted = _bits(scaled) + (_ONE_BITS - _SQRT_HALF_HIGH)
@@ -209,7 +212,14 @@ def vlog(u):
     w = z * z
     tail = w * (_LG2 + w * (_LG4 + w * _LG6)) + z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
     dk = _int_to_float(k)
-    result = s * (half_f2 + tail) + dk * _LN2_LO - half_f2 + f + dk * _LN2_HI
+    return dk, f, s * (half_f2 + tail) + dk * _LN2_LO - half_f2
+
+
+@vjit
+def vlog(u):
+    """log(u): -inf at 0, NaN below 0, inf at inf."""
+    dk, f, rest = _log_parts(u)
+    result = rest + f + dk * _LN2_HI
     if u > 0.0:
         return math.inf if u == math.inf else result
     return -math.inf if u == 0.0 else math.nan
@@ -240,23 +250,11 @@ def vlog_pair(u, x):
     correction log1p(c/u) ~ c/u - (c/u)^2/2 for the rounding of u against x
     (0 where they agree) is added to both, so log1p(x) near 1 and log(u) near 0.
     """
-    subnormal = u < _SMALLEST_NORMAL
-    scaled = u * _TWO_TO_54 if subnormal else u
-    shifted = _bits(scaled) + (_ONE_BITS - _SQRT_HALF_HIGH)
-    k = (shifted >> 52) - (1023 + 54 if subnormal else 1023)
-    m = _float((shifted & _MANTISSA) + _SQRT_HALF_HIGH)
-    f = m - 1.0
-    half_f2 = 0.5 * f * f
-    s = f / (2.0 + f)
-    z = s * s
-    w = z * z
-    tail = w * (_LG2 + w * (_LG4 + w * _LG6)) + z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
-    dk = _int_to_float(k)
+    dk, f, poly = _log_parts(u)
     d = u - 1.0
     finite = u > 0.0 and u != math.inf
     relative = (x - d) / u  # c / u
     relative = relative if finite else 0.0
-    poly = s * (half_f2 + tail) + dk * _LN2_LO - half_f2
     second = 0.5 * relative * relative
     log_u = ((poly + (relative - second)) + f) + dk * _LN2_HI
     # f - x + c/u regrouped as (f - d) - (c/u) d: at k = 0, f = d exactly, so
