@@ -13,7 +13,7 @@ import numba
 import numpy as np
 import pytest
 import reference as ref
-from hypothesis import given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import bandsolve as bs
@@ -246,3 +246,39 @@ def test_polish_pass_vectorises(name):
     assert "vdivpd\t%ymm" in asm or "vdivpd\t%zmm" in asm or "divpd\t%xmm" in asm
     assert not any(sym in asm for sym in ("log1p", "expm1", "\tcallq\tlog", "\tcallq\texp",
                                           "\tcall\tlog", "\tcall\texp"))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["rkl", "js", "alpha:2"]),
+       st.sampled_from([1e-9, 1e-6, 0.05, 3.0]),
+       st.booleans(),
+       st.floats(-3e-3, 3e-3))
+def test_next_to_the_saturation_thresholds(name, delta, upper_side, offset):
+    """p within a few thousandths in logit p of a saturation threshold (where
+    the table cannot follow the bound and the certificate must send elements
+    to the root finder), at tiny and large deltas, against mpmath; also from
+    log p."""
+    threshold = kernels_for(bs.get_divergence(name)).saturation_threshold(upper_side, delta)
+    assume(math.isfinite(threshold))
+    z = threshold + offset
+    p = 1.0 / (1.0 + math.exp(-z))
+    assume(0.0 < p < 1.0)
+    points = np.array([p])
+    lower, upper = _solver_for(name, delta).band(points)
+    assert _worst(name, delta, points, lower, upper, [True]) <= 1.0
+    logp = np.array([-math.log1p(math.exp(-z))])
+    lower, upper = _solver_for(name, delta).band_from_logp(logp)
+    assert _worst(name, delta, logp, lower, upper, [True], from_logp=True) <= 1.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(DIVERGENCES),
+       st.sampled_from([1e-12, 1e-6, 0.05, 30.0]),
+       st.one_of(st.floats(5e-324, 1e-300), st.floats(1e-300, 1e-15),
+                 st.floats(0.5, 1.0, exclude_max=True)))
+def test_tiny_and_huge_delta_subnormal_p_and_p_near_one(name, delta, p):
+    """The edges the table does not cover (p below 2^-60, subnormal p) and p
+    near 1, at tiny and huge radii: kept or recomputed, within the allowance."""
+    points = np.array([p, 1.0 - p if p < 0.5 else p])
+    lower, upper = _solver_for(name, delta).band(points)
+    assert _worst(name, delta, points, lower, upper, [True, True]) <= 1.0
