@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # the same names, eagerly, for type checkers and IDEs
     from .api import BandSolveError, band, band_from_logp, binary_divergence
     from .calibrate import calibrate_delta
     from .divergences import BUILTIN_DIVERGENCES, Divergence, alpha_divergence, get_divergence
+    from .fast import FastBand
 
 # public name -> the module that defines it
 _EXPORTS = {
@@ -38,6 +39,7 @@ _EXPORTS = {
     "BUILTIN_DIVERGENCES": "divergences",
     "alpha_divergence": "divergences",
     "get_divergence": "divergences",
+    "FastBand": "fast",
 }
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
     "BUILTIN_DIVERGENCES",
     "alpha_divergence",
     "get_divergence",
+    "FastBand",
 ]
 
 __version__ = "0.1.0"

@@ -4,14 +4,15 @@ bounds out, with no checks repeated.
 Every caller that has validated once calls :func:`solve`: the numpy API,
 ``convex.band`` (for its estimates), ``calibrate``. A caller that solves with
 one divergence and delta again and again (a trainer's step, a calibration)
-holds a :class:`WarmStart` and passes it; nothing is memoised behind its back.
+holds a :class:`WarmStart` and passes it, or the fast path's tables
+(``bandsolve.FastBand`` holds them); nothing is memoised behind its back.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ._kernels import _solver, _warm_start
+from ._kernels import _fast, _solver, _warm_start
 from ._kernels._bind import kernels_for
 from ._validate import BandRequest
 
@@ -23,6 +24,14 @@ __all__ = ["BandSolveError", "WarmStart", "solve"]
 # table), and nothing in later calls that reuse it (a WarmStart).
 # See _kernels/_warm_start.py.
 WARM_START_MIN_SIZE = 4096
+
+# From this many elements with one delta, solve builds the fast path's tables
+# (``_kernels/_fast.py``) for the call and drops them; a FastBand keeps them.
+# Set from benchmarks/bench_fast.py (benchmarks/RESULTS.md, issue 20): for kl
+# a throwaway table measured 1.2x the warm-started root finder at 32,768
+# elements and 2.1x at 131,072 (the build, 5-15 ms, amortised); this sits
+# between, on the safe side.
+FAST_MIN_SIZE = 1 << 16
 
 
 class BandSolveError(RuntimeError):
@@ -87,14 +96,63 @@ def _raise_solver_failure(request: BandRequest, status: np.ndarray, failures: in
         f"the root finder evaluates it")
 
 
+def _fast_tables(request: BandRequest, kernels, fast):
+    """The fast path's tables for this request, or None for the root finder:
+    the caller's where given, a throwaway set where it pays."""
+    if not kernels.has_fast_path or request.delta.size != 1 or request.x.size != request.size:
+        return None
+    if fast is None and request.size >= FAST_MIN_SIZE:
+        fast = fast_tables(request.divergence, float(request.delta[0]), WarmStart())
+    return fast
+
+
+def fast_tables(divergence, delta: float, warm_start: WarmStart) -> _fast.FastTables:
+    """The fast path's tables for one divergence and delta, their nodes
+    solved from ``warm_start``'s tables (built into it here, where it has
+    none for this delta; a FastBand's fallback then reuses them)."""
+    return kernels_for(divergence).fast_tables(delta, warm_start.tables(divergence, delta))
+
+
+def _band_by_root(request: BandRequest, kernels, warm_start, x, lower, upper, status) -> int:
+    """The root finder for the elements ``x`` (all of the request's, or the
+    ones the fast path left): bounds and status, and the count of failures."""
+    start = _NO_TABLE
+    if request.delta.size == 1 and (warm_start is not None or x.size >= WARM_START_MIN_SIZE):
+        start = (warm_start or WarmStart()).tables(request.divergence,
+                                                   float(request.delta[0]))
+    return kernels.band_by_root(x, request.from_logp, request.delta, *start, lower, upper,
+                                status)
+
+
+def _band_fast(request: BandRequest, kernels, tables, warm_start, lower, upper,
+               status) -> int:
+    """The fast path, then the root finder for the elements it could not
+    certify; returns the count of failures, as the root finder does."""
+    uncertified = kernels.band_fast(tables, request.x, request.from_logp, lower, upper, status)
+    if not uncertified:
+        return 0
+    where = np.flatnonzero(status)
+    sub_lower, sub_upper = np.empty(where.size), np.empty(where.size)
+    sub_status = np.empty(where.size, dtype=np.int8)
+    failures = _band_by_root(request, kernels, warm_start, request.x[where], sub_lower,
+                             sub_upper, sub_status)
+    lower[where], upper[where], status[where] = sub_lower, sub_upper, sub_status
+    return failures
+
+
 def solve(request: BandRequest, warm_start: WarmStart | None = None,
-          out: tuple | None = None) -> tuple:
+          out: tuple | None = None, fast: _fast.FastTables | None = None) -> tuple:
     """(lower, upper) of the request's shape (into ``out``, already checked
     by the caller, where given).
 
     ``warm_start``: the caller's :class:`WarmStart`, used where the request
     has one delta; without one, a table is built for this call alone where
     it pays (``WARM_START_MIN_SIZE`` elements or more).
+    ``fast``: the fast path's tables for the request's divergence and its one
+    delta (a FastBand's); without them, a throwaway set is built where it
+    pays (``FAST_MIN_SIZE`` elements or more). Either way the elements the
+    fast path cannot certify are recomputed by the root finder, so the
+    result carries the same accuracy statement.
     Raises BandSolveError where a bound failed, unless the request's
     ``on_failure`` is "nan": then the failed bounds are NaN.
     """
@@ -114,12 +172,13 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
     if n and kernels.has_closed_form:
         kernels.band_by_closed_form(request.x, request.from_logp, request.delta, lower, upper)
     elif n:
-        start = _NO_TABLE
-        if request.delta.size == 1 and (warm_start is not None or n >= WARM_START_MIN_SIZE):
-            start = (warm_start or WarmStart()).tables(div, float(request.delta[0]))
         status = np.empty(n, dtype=np.int8)
-        failures = kernels.band_by_root(request.x, request.from_logp, request.delta, *start,
-                                        lower, upper, status)
+        tables = _fast_tables(request, kernels, fast)
+        if tables is not None:
+            failures = _band_fast(request, kernels, tables, warm_start, lower, upper, status)
+        else:
+            failures = _band_by_root(request, kernels, warm_start, request.x, lower, upper,
+                                     status)
         if failures and request.on_failure == "raise":
             _raise_solver_failure(request, status, failures)
     if request.max_ratio != np.inf:

@@ -17,8 +17,13 @@ fi
 out=${OUT:-/tmp/device-out}
 mkdir -p "$out" /tmp/repro-full
 nproc; nvidia-smi -L
+# --resume: the runs that finish are kept, so a study stopped by the time
+# limit is finished elsewhere (`bandsolve repro --full --resume DIR`)
 timeout "${REPRO_TIMEOUT:-330}" python3 -m bandsolve repro --full --jobs "$(nproc)" \
-    --out /tmp/repro-full 2>&1 | tail -n 60 | tee "$out/repro_full.log"
+    --out /tmp/repro-full --resume /tmp/repro-full/kept 2>&1 | tail -n 60 \
+    | tee "$out/repro_full.log"
 tar czf "$out/repro_full.tgz" -C /tmp/repro-full .
-timeout "${STUDY_TIMEOUT:-200}" python3 benchmarks/gpu_study.py --out "$out/gpu_study.csv" 2>&1 \
-    | tail -n 40 | tee "$out/gpu_study.log"
+if [ "${STUDY_TIMEOUT:-200}" -gt 0 ]; then
+    timeout "${STUDY_TIMEOUT:-200}" python3 benchmarks/gpu_study.py --out "$out/gpu_study.csv" \
+        2>&1 | tail -n 40 | tee "$out/gpu_study.log"
+fi

@@ -338,3 +338,64 @@ def test_bandit_study_results_do_not_depend_on_jobs(tmp_path):
             np.testing.assert_array_equal(one[rule][metric], two[rule][metric])
     assert (tmp_path / "one" / "dynamics_bandit.csv").read_text() == \
         (tmp_path / "two" / "dynamics_bandit.csv").read_text()
+
+
+CALLS: list = []
+
+
+def _square_and_count(task):
+    CALLS.append(task)
+    return task * task
+
+
+class _NoStableName:
+    """A task whose repr names its memory address (object's default)."""
+
+    def __mul__(self, other):
+        return 0
+
+
+def test_run_tasks_resumes_from_kept_results(tmp_path):
+    """A study stopped part-way (a time limit, Ctrl-C) resumes: a task whose
+    result is kept is not run again, and the results are those of a fresh run."""
+    jobs = common.Jobs(1, resume=str(tmp_path / "kept"))
+    CALLS.clear()
+    assert common.run_tasks(_square_and_count, [1, 2, 3], jobs) == [1, 4, 9]
+    assert CALLS == [1, 2, 3]
+    CALLS.clear()
+    done = []
+    assert common.run_tasks(_square_and_count, [1, 2, 3, 4], jobs,
+                            on_done=lambda task, result: done.append(task)) == [1, 4, 9, 16]
+    assert CALLS == [4] and sorted(done) == [1, 2, 3, 4]
+    # without resume, nothing is kept or reused
+    CALLS.clear()
+    assert common.run_tasks(_square_and_count, [1, 2], 1) == [1, 4] and CALLS == [1, 2]
+
+
+def test_run_tasks_keeps_no_partial_or_unnamed_result(tmp_path):
+    """A run cut short (``complete`` false) and a task with no stable name
+    (an address in its repr) are never reused: either would be read back as
+    another run's result."""
+    jobs = common.Jobs(1, resume=str(tmp_path / "kept"))
+    common.run_tasks(_square_and_count, [5], jobs, complete=lambda result: False)
+    common.run_tasks(_square_and_count, [_NoStableName()], jobs)
+    assert not (tmp_path / "kept").exists() or not list((tmp_path / "kept").iterdir())
+    CALLS.clear()
+    common.run_tasks(_square_and_count, [5], jobs)
+    assert CALLS == [5]
+
+
+def test_sequence_resumed_in_processes_equals_a_fresh_run(tmp_path):
+    """Kept results written by worker processes and read back give the same
+    study as one fresh run in this process."""
+    fresh = sequence.run(TINY_SEQUENCE, jobs=1)
+    jobs = common.Jobs(2, resume=str(tmp_path / "kept"))
+    sequence.run(TINY_SEQUENCE, jobs=jobs)
+    kept = sorted((tmp_path / "kept").iterdir())
+    assert len(kept) == TINY_SEQUENCE.seeds * len(sequence.variants(TINY_SEQUENCE))
+    kept[0].unlink()  # as if stopped before the last run finished
+    resumed = sequence.run(TINY_SEQUENCE, jobs=jobs)
+    assert resumed.keys() == fresh.keys()
+    for label in fresh:
+        for metric in sequence.METRICS:
+            np.testing.assert_array_equal(resumed[label][metric], fresh[label][metric])

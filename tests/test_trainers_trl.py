@@ -15,27 +15,22 @@ datasets = pytest.importorskip("datasets")
 import bandsolve as bs  # noqa: E402
 from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
 
-WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
+
+def _example():
+    """examples/trl_grpo.py, the script users start from: the test trains the
+    same tiny model it builds."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "examples" / "trl_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _tokenizer():
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {"[PAD]": 0, "[EOS]": 1, "[UNK]": 2, **{w: i + 3 for i, w in enumerate(WORDS)}}
-    tok = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    return transformers.PreTrainedTokenizerFast(
-        tokenizer_object=tok, pad_token="[PAD]", eos_token="[EOS]", unk_token="[UNK]")
-
-
-def _model(tokenizer):
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-        bos_token_id=tokenizer.eos_token_id)
-    return transformers.LlamaForCausalLM(config)
+EXAMPLE = _example()
+WORDS = EXAMPLE.WORDS
 
 
 def reward_count_a(completions, **kwargs):
@@ -58,7 +53,7 @@ class _SpyTrainer(BandGRPOTrainer):
 
 
 def _trainer(tmp_path, cls=_SpyTrainer, **overrides):
-    tokenizer = _tokenizer()
+    model, tokenizer = EXAMPLE.tiny_model_and_tokenizer()
     prompts = [" ".join(np.random.default_rng(i).choice(WORDS, 3)) for i in range(16)]
     settings = dict(
         output_dir=str(tmp_path), per_device_train_batch_size=8, num_generations=4,
@@ -66,7 +61,7 @@ def _trainer(tmp_path, cls=_SpyTrainer, **overrides):
         logging_steps=1, report_to="none", use_cpu=True, seed=0, save_strategy="no",
         band_delta=0.05, band_divergence="kl", band_max_ratio=10.0, loss_type="dapo")
     settings.update(overrides)
-    return cls(model=_model(tokenizer), reward_funcs=reward_count_a,
+    return cls(model=model, reward_funcs=reward_count_a,
                args=BandGRPOConfig(**settings), processing_class=tokenizer,
                train_dataset=datasets.Dataset.from_dict({"prompt": prompts}))
 

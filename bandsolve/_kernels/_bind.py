@@ -15,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from . import _solver
+from . import _fast, _solver
 from ._factory import specialise
 
 __all__ = ["Kernels", "kernels_for"]
+
+_NO_START = (np.empty(0), np.empty(0))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,6 +33,11 @@ class Kernels:
     @property
     def has_closed_form(self) -> bool:
         return self.divergence.margins is not None
+
+    @property
+    def has_fast_path(self) -> bool:
+        """Whether :meth:`band_fast` exists: the divergence has vector forms."""
+        return self.divergence.vector_forms is not None
 
     def _root_constants(self) -> tuple:
         div = self.divergence
@@ -59,11 +66,35 @@ class Kernels:
             p, r, self.divergence.parameter, out)
 
     def margins_at(self, z: np.ndarray, delta: float, x_upper: np.ndarray,
-                   x_lower: np.ndarray) -> None:
+                   x_lower: np.ndarray, start: tuple = _NO_START) -> None:
         """The root finder's x of the upper and lower margin at each z = logit p
-        (NaN where the bound is not interior)."""
+        (NaN where the bound is not interior), started from the warm-start
+        tables ``start`` (upper, lower) where given."""
         specialise(_solver.margin_at, self.divergence)(
-            z, delta, *self._root_constants(), x_upper, x_lower)
+            z, delta, *self._root_constants(), *start, x_upper, x_lower)
+
+    def fast_tables(self, delta: float, start: tuple = _NO_START) -> _fast.FastTables:
+        """The fast path's start tables and saturation edges at one delta:
+        the root finder at every node of ``_fast.node_logits()``, started
+        from the warm-start tables ``start`` where given (a node then costs
+        one or two Newton steps instead of about ten)."""
+        z = _fast.node_logits()
+        x_upper = np.empty(z.size)
+        x_lower = np.empty(z.size)
+        self.margins_at(z, delta, x_upper, x_lower, start)
+        thresholds = (self.saturation_threshold(True, delta),
+                      self.saturation_threshold(False, delta))
+        return _fast.tables_from(self.divergence, delta, x_upper, x_lower, thresholds)
+
+    def band_fast(self, tables: _fast.FastTables, x: np.ndarray, from_logp: bool,
+                  lower: np.ndarray, upper: np.ndarray, status: np.ndarray) -> int:
+        """Both bounds by the fast path (``_fast``) at the tables' delta; fills
+        ``status`` (int8: ``STATUS_OK``, or ``STATUS_UNCERTIFIED`` where the
+        root finder must recompute the element) and returns that count."""
+        forms = self.divergence.vector_forms
+        return specialise(_fast.band_fast, self.divergence)(
+            x, from_logp, tables.delta, self.divergence.parameter, forms.g_rel_error,
+            tables.upper, tables.lower, tables.edges, lower, upper, status)
 
     def saturation_threshold(self, upper: bool, delta: float) -> float:
         """The z = logit p from which the upper (lower) bound saturates

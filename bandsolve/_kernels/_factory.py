@@ -2,7 +2,7 @@
 
 A template (a function marked with :func:`template`, in ``_solver``) declares
 the slots it reads, names from :data:`SLOT_FIELDS` (``GENERATOR``,
-``DERIVATIVE``, ``CONJUGATE``, ``CLOSED_FORM``), and the templates it calls.
+``DERIVATIVE``, ``CONJUGATE``, ``CLOSED_FORM``, ...), and the templates it calls.
 :func:`specialise` compiles a copy of it whose globals bind those names to one
 divergence's numba functions, and bind every template it calls to that
 template's copy for the same divergence. Nothing is inferred from the code:
@@ -45,8 +45,10 @@ from ._util import jit, parallel_kernel
 
 #: The globals a template reads its divergence's functions from, and the
 #: ``Divergence`` field that fills each.
+#: A dotted field is read through the record it names (``vector_forms.value_and_slope``).
 SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
-               "SCALED_CONJUGATE": "scaled_conjugate", "CLOSED_FORM": "margins"}
+               "SCALED_CONJUGATE": "scaled_conjugate", "CLOSED_FORM": "margins",
+               "VECTOR_FORM": "vector_forms.value_and_slope"}
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
@@ -80,7 +82,9 @@ def specialise(fn, divergence):
     """
     functions = []
     for slot in sorted(_slots_read(fn)):
-        value = getattr(divergence, SLOT_FIELDS[slot])
+        value = divergence
+        for field in SLOT_FIELDS[slot].split("."):
+            value = getattr(value, field) if value is not None else None
         if value is None:
             raise TypeError(f"{fn.__name__} needs the divergence's {SLOT_FIELDS[slot]}, "
                             "which it does not define")

@@ -54,6 +54,10 @@ STATUS_NOT_CONVERGED = 1
 #: g evaluates to +inf next to the root (float64 overflow, or a generator that
 #: is +inf there), so the root cannot be resolved
 STATUS_OVERFLOW = 2
+#: written by the fast path only (``_fast.band_fast``): its one Newton step
+#: could not certify the element, so the root finder recomputes it; the
+#: caller never sees this code
+STATUS_UNCERTIFIED = 3
 # Below this u2, an overflow of b f(u2) only means u2 is smaller still (alpha
 # with a < -1 at p ~ 1e-310 overflows u2^a at u2 ~ 1e-155): the true u2 lies in
 # [0, 1e-16], so the lower bound (u2) is within 4 eps absolute and the upper
@@ -570,17 +574,19 @@ def binary_divergence_kernel(p_in, r_in, theta, out):
 
 _AT_SIG = types.void(
     InVec, types.float64, types.float64, types.float64, types.float64, types.float64,
-    OutVec, OutVec,
+    InVec, InVec, OutVec, OutVec,
 )
 
 
 @template(_AT_SIG, parallel=True, calls=(solve_margin,))
-def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, x_upper, x_lower):
+def margin_at(z, delta, theta, f_at_zero, slope_at_inf, curvature, start_upper, start_lower,
+              x_upper, x_lower):
     """x of the upper and lower margin at each z = logit p (NaN where the
-    bound is not interior)."""
+    bound is not interior), from the warm-start tables ``start_*`` (on
+    ``_warm_start.NODE_Z``, or empty)."""
     for k in prange(z.size):
         p, pc = _sigmoid_pair(z[k])  # (p, 1 - p), both exact
         x_upper[k] = solve_margin(p, pc, delta, theta, f_at_zero, slope_at_inf, curvature,
-                                  math.nan)[3]
+                                  interpolate_start(start_upper, z[k]))[3]
         x_lower[k] = solve_margin(pc, p, delta, theta, f_at_zero, slope_at_inf, curvature,
-                                  math.nan)[3]
+                                  interpolate_start(start_lower, z[k]))[3]

@@ -7,6 +7,7 @@ where the naive formula loses digits near 0.
 import math
 
 from ._util import jit
+from ._vecmath import log1pmx_series, taylor_tail
 
 # Below this |x| the series is used; above it the direct formula loses at most
 # a factor of about 10 to cancellation (see the test against mpmath).
@@ -24,20 +25,7 @@ def log1pmx(u, x):
     """
     if abs(x) > _LOG1PMX_SERIES_MAX:
         return math.log(u) - x
-    t = x / (2.0 + x)
-    t2 = t * t
-    # |t| <= 1/7, so t2^10 / 21 < 1e-18: ten terms reach full precision.
-    s = 1.0 / 21.0
-    s = s * t2 + 1.0 / 19.0
-    s = s * t2 + 1.0 / 17.0
-    s = s * t2 + 1.0 / 15.0
-    s = s * t2 + 1.0 / 13.0
-    s = s * t2 + 1.0 / 11.0
-    s = s * t2 + 1.0 / 9.0
-    s = s * t2 + 1.0 / 7.0
-    s = s * t2 + 1.0 / 5.0
-    s = s * t2 + 1.0 / 3.0
-    return -x * t + 2.0 * t * t2 * s
+    return log1pmx_series(x)
 
 
 @jit
@@ -53,24 +41,8 @@ def expm1mx(y):
     """exp(y) - 1 - y without cancellation near y = 0 (Taylor for |y| < 1/2)."""
     if abs(y) >= _EXPM1MX_SERIES_MAX:
         return math.expm1(y) - y
-    # sum_{k>=2} y^k / k!, Horner from k = 17; 0.5^16 / 17! is far below eps.
-    s = 1.0 / 355687428096000.0  # 1/17!
-    s = s * y + 1.0 / 20922789888000.0
-    s = s * y + 1.0 / 1307674368000.0
-    s = s * y + 1.0 / 87178291200.0
-    s = s * y + 1.0 / 6227020800.0
-    s = s * y + 1.0 / 479001600.0
-    s = s * y + 1.0 / 39916800.0
-    s = s * y + 1.0 / 3628800.0
-    s = s * y + 1.0 / 362880.0
-    s = s * y + 1.0 / 40320.0
-    s = s * y + 1.0 / 5040.0
-    s = s * y + 1.0 / 720.0
-    s = s * y + 1.0 / 120.0
-    s = s * y + 1.0 / 24.0
-    s = s * y + 1.0 / 6.0
-    s = s * y + 0.5
-    return s * y * y
+    # sum_{k>=2} y^k / k!, Horner from k = 17; 0.5^16 / 17! is far below eps
+    return taylor_tail(y) * y * y
 
 
 @jit

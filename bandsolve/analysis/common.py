@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
+import functools
+import hashlib
 import math
 import multiprocessing
 import os
+import pathlib
+import pickle
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import matplotlib
@@ -141,27 +146,106 @@ def save_figure(fig, out, name):
     return paths
 
 
-def run_tasks(function, tasks, jobs: int = 1, on_done=None) -> list:
-    """``[function(task) for task in tasks]``, in ``jobs`` processes (1: in this
-    one). ``function`` must be a module-level function, and each task carry its
-    own seed, so that the results do not depend on ``jobs``; ``on_done(task,
-    result)`` is called as each finishes (in completion order)."""
-    if jobs <= 1:
-        results = []
-        for task in tasks:
-            results.append(function(task))
-            if on_done is not None:
-                on_done(task, results[-1])
+@dataclasses.dataclass(frozen=True)
+class Jobs:
+    """How a study runs its tasks: in ``processes`` processes and, where
+    ``resume`` names a folder, with each finished task's result kept there so
+    that a later run of the same study reuses it. A study stopped part-way
+    (Ctrl-C, a time limit) then resumes where it stopped, and one run may be
+    finished on another machine. An entry is named by the task (its ``repr``),
+    the task's function and a digest of the package's source, so an edit to
+    the code starts afresh. Entries are pickles: resume only from a folder you
+    trust."""
+
+    processes: int = 1
+    resume: str | None = None
+
+    @classmethod
+    def of(cls, jobs: int | Jobs) -> Jobs:
+        return jobs if isinstance(jobs, Jobs) else cls(processes=int(jobs))
+
+    def _path(self, function, task) -> str | None:
+        text = repr(task)
+        if self.resume is None or " at 0x" in text:  # no stable name: never reused
+            return None
+        digest = hashlib.sha256(_source_digest().encode())
+        digest.update(f"{function.__module__}.{function.__qualname__}\n{text}".encode())
+        return os.path.join(self.resume, f"{function.__name__}-{digest.hexdigest()[:32]}.pkl")
+
+    def load(self, function, task):
+        """The kept result of ``function(task)``, or None."""
+        path = self._path(function, task)
+        if path is None or not os.path.exists(path):
+            return None
+        with open(path, "rb") as fh:
+            return pickle.load(fh)
+
+    def keep(self, function, task, result) -> None:
+        path = self._path(function, task)
+        if path is None:
+            return
+        os.makedirs(self.resume, exist_ok=True)  # type: ignore[arg-type]
+        partial = f"{path}.{os.getpid()}.part"
+        with open(partial, "wb") as fh:
+            pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(partial, path)  # a run stopped mid-write leaves no torn entry
+
+
+#: parts of the package that no task runs (the report and the command line):
+#: editing them keeps the kept results
+_NOT_RUN_BY_TASKS = ("paper_repro", "cli")
+
+
+@functools.cache
+def _source_digest() -> str:
+    """sha256 of the package's modules that a task may run: a kept result
+    belongs to one version of that code."""
+    root = pathlib.Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).parts[0] in _NOT_RUN_BY_TASKS:
+            continue
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def run_tasks(function, tasks, jobs: int | Jobs = 1, on_done=None, complete=None) -> list:
+    """``[function(task) for task in tasks]``, as ``jobs`` says (a process
+    count, or a :class:`Jobs`). ``function`` must be a module-level function,
+    and each task carry its own seed, so that the results do not depend on the
+    number of processes; ``on_done(task, result)`` is called as each finishes
+    (in completion order; kept results first). Where ``jobs.resume`` is set,
+    a result is kept unless ``complete(result)`` is false (a run cut short)."""
+    jobs = Jobs.of(jobs)
+    results: list = [None] * len(tasks)
+    pending = []
+    for i, task in enumerate(tasks):
+        kept = jobs.load(function, task)
+        if kept is None:
+            pending.append(i)
+            continue
+        results[i] = kept
+        if on_done is not None:
+            on_done(task, kept)
+
+    def finished(i, result):
+        results[i] = result
+        if complete is None or complete(result):
+            jobs.keep(function, tasks[i], result)
+        if on_done is not None:
+            on_done(tasks[i], result)
+
+    if jobs.processes <= 1 or len(pending) <= 1:
+        for i in pending:
+            finished(i, function(tasks[i]))
         return results
-    results = [None] * len(tasks)
     # spawn, not fork: a forked torch may hang in its thread pool
-    with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(function, task): i for i, task in enumerate(tasks)}
+    with ProcessPoolExecutor(jobs.processes,
+                             mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(function, tasks[i]): i for i in pending}
         for future in as_completed(futures):
-            i = futures[future]
-            results[i] = future.result()
-            if on_done is not None:
-                on_done(tasks[i], results[i])
+            finished(futures[future], future.result())
     return results
 
 

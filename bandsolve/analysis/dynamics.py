@@ -53,7 +53,7 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks, save_figure, write_csv  # noqa: E402
+from .common import Jobs, band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks, save_figure, write_csv  # noqa: E402
 from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 
@@ -275,7 +275,9 @@ def _run_bandit_rules(config: BanditConfig, rules, out, name, seed, jobs):
             bar.set_postfix_str(f"{task[0]} done")
             bar.update(1)
 
-        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done)
+        # a run stopped by Ctrl-C returns its partial history: never kept for resuming
+        runs = run_tasks(_bandit_task, [(rule, config, seed) for rule in rules], jobs, done,
+                         complete=lambda run: not run[1])
     results = {rule: history for rule, (history, _) in zip(rules, runs)}
     interrupted = any(stopped for _, stopped in runs)
     return results, interrupted, [write_csv(os.path.join(out, f"{name}.csv"), results,
@@ -283,7 +285,7 @@ def _run_bandit_rules(config: BanditConfig, rules, out, name, seed, jobs):
 
 
 def bandit_study(config: BanditConfig, rules=tuple(RULES), out="figures",
-                 name="dynamics_bandit", seed=0, jobs: int = 1):
+                 name="dynamics_bandit", seed=0, jobs: int | Jobs = 1):
     """Run every rule (``jobs`` processes), write ``name``.csv and the figure;
     return (results, summary, paths). The results do not depend on ``jobs``."""
     results, interrupted, paths = _run_bandit_rules(config, rules, out, name, seed, jobs)
@@ -330,7 +332,7 @@ def figure_stress(results: dict, config: BanditConfig):
 
 
 def stress_study(config: BanditConfig, rules=STRESS_RULES, out="figures",
-                 name="dynamics_stress", seed=0, jobs: int = 1):
+                 name="dynamics_stress", seed=0, jobs: int | Jobs = 1):
     """The bandit under many updates per batch: CSV and figure; (results, paths)."""
     results, _, paths = _run_bandit_rules(config, rules, out, name, seed, jobs)
     paths += save_figure(figure_stress(results, config), out, name)

@@ -51,7 +51,7 @@ import numpy as np  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
-from .common import mean_and_ci, one_thread, run_tasks, save_figure  # noqa: E402
+from .common import Jobs, mean_and_ci, one_thread, run_tasks, save_figure  # noqa: E402
 from .dynamics import BanditConfig, run_bandit  # noqa: E402
 from .rules import STYLES  # noqa: E402
 
@@ -122,7 +122,7 @@ def _task(task) -> list[dict]:
 
 
 def run(config: FrontierConfig, seed: int = 0, progress: bool = True,
-        jobs: int = 1) -> list[dict]:
+        jobs: int | Jobs = 1) -> list[dict]:
     """Every rule at every grid value, under each optimiser, then each rule at
     its matched step size; one row per (run, seed). ``kind`` is "grid" or
     "matched". ``jobs`` processes; the rows do not depend on it."""
@@ -301,7 +301,7 @@ def matched_table(summary, optimizer: str) -> list[tuple]:
 
 
 def study(config: FrontierConfig, out: str = "figures", name: str = "dynamics_frontier",
-          seed: int = 0, progress: bool = True, jobs: int = 1) -> dict[str, Any]:
+          seed: int = 0, progress: bool = True, jobs: int | Jobs = 1) -> dict[str, Any]:
     """Run, write ``name``.csv and the figure (PNG, PDF); return the summary,
     the verdicts per optimiser and metric, the matched tables and the paths."""
     rows = run(config, seed, progress, jobs)

@@ -65,7 +65,7 @@ from bandsolve.torch import ClipHigher, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import mean_and_ci, nanmean, one_thread, paired_difference, run_tasks, save_figure  # noqa: E402
+from .common import Jobs, mean_and_ci, nanmean, one_thread, paired_difference, run_tasks, save_figure  # noqa: E402
 from .rules import SEQUENCE_RULES, STYLES, band  # noqa: E402
 
 DIGITS = 9
@@ -409,7 +409,7 @@ def _run_task(task) -> dict[str, np.ndarray]:
     return {m: np.asarray(v, dtype=float) for m, v in history.items()}
 
 
-def run(config: SequenceConfig, jobs: int = 1, name: str = "dynamics_sequence",
+def run(config: SequenceConfig, jobs: int | Jobs = 1, name: str = "dynamics_sequence",
         on_done=None):
     """Every variant of :func:`variants` at every seed; returns
     {(rule, value): {metric: array (evaluations, seeds)}}. Deterministic under
@@ -585,7 +585,7 @@ def figure_sequence(selected, config: SequenceConfig):
 
 
 def sequence_study(config: SequenceConfig, out="figures", name="dynamics_sequence",
-                   jobs: int = 1):
+                   jobs: int | Jobs = 1):
     """Run every variant, choose on validation, write CSV and figure; return
     (all results, the selected run per rule, paths)."""
     results = run(config, jobs, name)

@@ -54,8 +54,10 @@ def quick_study() -> StudyConfig:
 
 
 def full_study() -> StudyConfig:
-    """The long run: about 65 minutes of CPU time (docs/reproduce.md), so about
-    35 minutes with ``--jobs 2`` on 2 cores and about 7 with ``--jobs 16``."""
+    """The long run: about 65 minutes of CPU time measured part by part on one
+    core (docs/reproduce.md), so about 35 minutes with ``--jobs 2`` on 2
+    cores; it took about 10.5 minutes with ``--jobs 16`` on a 16-core machine
+    (paper_repro/full/README.md)."""
     return StudyConfig(
         bandit=BanditConfig(steps=600, seeds=10),
         bandit_adam=BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05),

@@ -25,6 +25,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes for the dynamics study (default 1); runs are seeded "
                              "per task, so the results do not depend on it")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="keep each finished run of the dynamics study in DIR and reuse "
+                             "those already there: a stopped study resumes where it stopped "
+                             "(entries are pickles: use a folder you trust)")
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -3,8 +3,9 @@
 Each family module (``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
 ``hellinger``, ``js``, ``alpha``) writes its generator three times, side by
 side and independently: in numba for the kernels, in cvxpy for the convex
-check, in mpmath for the certificates, and ends with its ``DIVERGENCE``
-record. ``generic`` turns a user's f into the same record
+check, in mpmath for the certificates (kl, rkl, js and alpha a fourth time,
+for the fast path's SIMD loop: ``VectorForms``), and ends with its
+``DIVERGENCE`` record. ``generic`` turns a user's f into the same record
 (:meth:`Divergence.from_generator`). Backends read the record's attributes;
 none of them looks at a divergence's name.
 
@@ -13,9 +14,9 @@ Built in, by name: ``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
 :func:`alpha_divergence`).
 """
 
-from ._record import Divergence, DivergenceLike, LogForm, MpGenerator
+from ._record import Divergence, DivergenceLike, LogForm, MpGenerator, VectorForms
 from ._registry import BUILTIN_DIVERGENCES, get_divergence
 from .alpha import alpha_divergence
 
-__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator", "BUILTIN_DIVERGENCES",
-           "alpha_divergence", "get_divergence"]
+__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator", "VectorForms",
+           "BUILTIN_DIVERGENCES", "alpha_divergence", "get_divergence"]

@@ -6,6 +6,8 @@ each family's module (``kl.py``, ``tv.py``, ...):
 
 * **numba** (``f``, ``df``, ``f_conjugate``, ``margins``): what the kernels
   compile (``bandsolve._kernels``);
+* **vector** (``vector_forms``): f and f' for the fast path's SIMD loop, or
+  None;
 * **convex** (``convex_generator``, ``convex_perspective``, ``convex_log``):
   DCP expressions for ``bandsolve.convex``, or None;
 * **exact** (``exact_form``): mpmath formulas for ``bandsolve.certificate``,
@@ -25,7 +27,7 @@ from typing import Any, NamedTuple
 from .._kernels._util import scaled_conjugate_unknown
 from .generic import compile_generator
 
-__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator"]
+__all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator", "VectorForms"]
 
 
 class MpGenerator(NamedTuple):
@@ -50,6 +52,32 @@ class LogForm(NamedTuple):
     exp_coefficient: float
     exponent: float
     log_coefficient: float
+
+
+@dataclasses.dataclass(frozen=True)
+class VectorForms:
+    """f and f' written for SIMD loops: the fast path's form (``bandsolve.FastBand``).
+
+    ``value_and_slope(u, u - 1, parameter) -> (f(u), f'(u))``: the meaning of
+    ``Divergence.f`` and ``Divergence.df`` in one function, so that the two
+    share their logarithm (the fast path's Newton step needs both at two
+    points per bound), built from ``bandsolve._kernels._vecmath`` and selects
+    only (no libm call, no branch), so that a loop calling it vectorises, and
+    inlined (``_vecmath.vector_form``): a call across compiled functions
+    stays scalar. It need only be accurate where the fast path evaluates it:
+    u in [0, 2^61], where either u or x = u - 1 may be the rounded one.
+
+    Attributes
+    ----------
+    value_and_slope : numba function ``(u, u - 1, parameter) -> (f, f')``
+    g_rel_error : float
+        A bound on the relative rounding error of the binary divergence
+        g = a f(1 + m/a) + b f(1 - m/b) evaluated with them; the fast path's
+        per-element certificate propagates it to the bounds.
+    """
+
+    value_and_slope: Callable
+    g_rel_error: float
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,6 +123,10 @@ class Divergence:
         but the product need not (alpha with a > 1 at tiny p and huge delta):
         +inf only where s f*(v) itself does. The default returns NaN: no such
         form, so the root finder reports a bound next to an overflow.
+    vector_forms : VectorForms or None
+        f and f' for SIMD loops, which let the fast path (``FastBand``, and
+        ``band`` on large single-delta batches) polish a table start in one
+        vectorised Newton step. None: the root finder alone.
     """
 
     name: str
@@ -112,6 +144,7 @@ class Divergence:
     convex_log: Callable | None = None
     exact_form: Callable | None = None
     scaled_conjugate: Callable = scaled_conjugate_unknown
+    vector_forms: VectorForms | None = None
 
     @property
     def has_closed_form(self) -> bool:
@@ -119,7 +152,8 @@ class Divergence:
 
     def without_closed_form(self) -> Divergence:
         """The same divergence, solved by the generic root finder."""
-        return dataclasses.replace(self, margins=None, name=self.name + "[root]")
+        return dataclasses.replace(self, margins=None, vector_forms=None,
+                                   name=self.name + "[root]")
 
     @classmethod
     def from_generator(

@@ -8,10 +8,11 @@ convex check works in log r).
 
 import math
 
+from .._kernels import _vecmath as vm
 from .._kernels._special import log1pmx, xlogx_m_xm1
 from .._kernels._util import generator
 from . import _exact
-from ._record import Divergence, LogForm, MpGenerator
+from ._record import Divergence, LogForm, MpGenerator, VectorForms
 
 
 # --- numba ---------------------------------------------------------------------
@@ -32,6 +33,15 @@ def df(u, x, theta):
 def conjugate(v, x, theta):
     # f*(v) = v f(1/v) = v log v - v + 1
     return xlogx_m_xm1(v, x)
+
+
+# --- vector (the fast path's SIMD loop) ---------------------------------------------
+@vm.vector_form
+def value_and_slope(u, x, theta):
+    return -vm.vlog1pmx(u, x), x / u
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------
@@ -63,4 +73,4 @@ DIVERGENCE = Divergence(
     "kl", "u - 1 - log u", f, df, conjugate,
     f_at_zero=math.inf, slope_at_infinity=1.0, curvature_at_one=1.0,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    convex_log=convex_log, exact_form=exact_form)
+    convex_log=convex_log, exact_form=exact_form, vector_forms=VECTOR_FORMS)

@@ -8,10 +8,11 @@ bound loses digits (docs/accuracy.md).
 
 import math
 
+from .._kernels import _vecmath as vm
 from .._kernels._special import log1pmx, log_exact, xlogx_m_xm1
 from .._kernels._util import generator
 from . import _exact
-from ._record import Divergence, MpGenerator
+from ._record import Divergence, MpGenerator, VectorForms
 
 
 # --- numba ---------------------------------------------------------------------
@@ -29,6 +30,16 @@ def df(u, x, theta):
 def conjugate(v, x, theta):
     # f*(v) = v f(1/v) = v - 1 - log v
     return -log1pmx(v, x)
+
+
+# --- vector (the fast path's SIMD loop) ---------------------------------------------
+@vm.vector_form
+def value_and_slope(u, x, theta):
+    # f = u log u - x and f' = log u, from one logarithm
+    return vm.vxlogx_m_xm1_and_log(u, x)
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------
@@ -56,4 +67,4 @@ DIVERGENCE = Divergence(
     "rkl", "u log u - u + 1", f, df, conjugate,
     f_at_zero=1.0, slope_at_infinity=math.inf, curvature_at_one=1.0,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form)
+    exact_form=exact_form, vector_forms=VECTOR_FORMS)

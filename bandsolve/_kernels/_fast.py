@@ -1,0 +1,314 @@
+"""The fast path: a per-delta start table, one vectorised Newton step, and a
+certificate per element that sends the rest to the scalar root finder.
+
+For one delta and many p (a trainer's batch), the root finder of ``_solver``
+spends most of its time in scalar libm calls and the branches of its
+safeguards. Here each bound takes three steps instead, with the same unknown
+x = log(m / (b - m)) and the same psi(x) = log(g(m(x)) / delta):
+
+1. **Start.** x is read from a table built for this delta
+   (:func:`build`): piecewise quintic in the bits of t = min(p, 1 - p),
+   one piece per 1/32 of each binade of t from 2^-60 to 1/2, on each side of
+   p = 1/2. The index is the exponent and the top five mantissa bits; the
+   local variable is the rest of the mantissa. No logarithm.
+2. **Polish.** One Newton step on psi, written with the divergence's
+   ``vector_forms`` (the VECTOR_FORM slot, f and f' together:
+   ``_vecmath`` instead of libm, selects instead of branches), so that LLVM
+   vectorises it. The table gives x to about 1e-9, so
+   the step leaves an error of order 1e-18.
+3. **Certificate.** The step dx bounds what is left: Newton's truncation
+   error, dx^2 (1 + 1/psi'), and the rounding error of g propagated through
+   1/psi' (``VectorForms.g_rel_error``). An element is kept only if, mapped
+   onto each bound, the first is below 1e-14 relative and the second below
+   1e-13 (the API promises 1e-12), or both below a sixteenth of an ulp of
+   the lower bound's absolute allowance. Every other element (a NaN start
+   next to a saturation threshold or outside the table, p subnormal, p = 1,
+   a bound the step could not certify) gets the status ``STATUS_UNCERTIFIED``,
+   and the caller (``bandsolve._solve``) recomputes it with
+   ``_solver.band_by_root``. A bad start costs time, never accuracy.
+
+Saturation is decided against the exact thresholds of ``_solver`` for this
+delta: elements clearly past one take the saturated bound exactly as the
+root finder does (1/p, or 0); those within 1e-6 in logit p of one are
+flagged.
+
+The loop runs in chunks of ``CHUNK`` elements over threads, and each chunk in
+blocks of ``BLOCK``: a scalar pass gathers the starts from the table, then a
+vectorised pass polishes them (a gather inside the polishing loop keeps LLVM
+from vectorising it).
+"""
+
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numba import prange, types
+
+from ._factory import template
+from ._solver import STATUS_OK, STATUS_UNCERTIFIED
+from ._util import InVec, OutVec
+from ._vecmath import _bits, _int_to_float, vexp, vexpm1, vjit
+
+# The table: sides x binades x pieces rows of cubic coefficients
+BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
+LOWEST_EXPONENT = -BINADES
+PIECE_BITS = 5
+PIECES = 1 << PIECE_BITS
+ROWS_PER_SIDE = BINADES * PIECES
+DEGREE = 5
+#: Chebyshev points of the first kind on [-1, 1]: the nodes of every piece
+NODE_S = np.cos((2 * np.arange(DEGREE + 1) + 1) * np.pi / (2 * (DEGREE + 1)))
+
+# The certificate (see the module docstring): relative limits on the two error
+# terms, and the absolute limit that the lower bound's allowance 4 eps allows
+TRUNCATION_LIMIT = 1e-14
+ROUNDING_LIMIT = 1e-13
+ABSOLUTE_LIMIT = 5.5e-17
+# Half the width, in logit p, of the band around a saturation threshold
+# whose elements are flagged
+THRESHOLD_MARGIN = 1e-6
+
+# Starts beyond this x are polished at it: u2 = e^-x and the products with it
+# stay normal (subnormal arithmetic costs about 100 cycles an operation), and
+# u2 < 3e-261 is within the lower bound's absolute allowance of 0, and the
+# margin m = b (1 - u2) rounds to b
+X_CAP = 600.0
+
+# Beyond this |g / delta - 1| a start is not polished (see ``polish``)
+EXCESS_MAX = 1e-3
+
+CHUNK = 16384
+BLOCK = 512
+
+
+# The slots the polish template reads (``_factory.SLOT_FIELDS``); unbound here,
+# as in ``_solver``.
+def _unbound(*args):
+    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
+
+
+VECTOR_FORM: Callable[..., Any] = _unbound
+
+_LOCAL_BITS = 52 - PIECE_BITS
+_LOCAL_MASK = (1 << _LOCAL_BITS) - 1
+_LOCAL_SCALE = 2.0 / (1 << _LOCAL_BITS)
+_PIECE_MASK = PIECES - 1
+
+
+def node_probabilities():
+    """(t, side) of every node, in table order (rows, then nodes): t is
+    min(p, 1 - p) and side 1 means p = 1 - t."""
+    exponents = np.arange(LOWEST_EXPONENT, 0, dtype=np.float64)
+    pieces = np.arange(PIECES, dtype=np.float64)
+    mantissa = 1.0 + (pieces[:, None] + 0.5 * (NODE_S[None, :] + 1.0)) / PIECES
+    t = np.ldexp(mantissa[None, :, :], exponents.astype(int)[:, None, None])
+    t = np.broadcast_to(t, (2, BINADES, PIECES, DEGREE + 1)).reshape(-1)
+    side = np.repeat([0, 1], t.size // 2)
+    return t, side
+
+
+def table_from_nodes(values):
+    """Coefficients (rows x DEGREE + 1, low degree first) interpolating the node
+    values (in ``node_probabilities`` order); a NaN node makes its row NaN."""
+    vandermonde = np.vander(NODE_S, DEGREE + 1, increasing=True)
+    coefficients = values.reshape(-1, DEGREE + 1) @ np.linalg.inv(vandermonde).T
+    return np.ascontiguousarray(coefficients)
+
+
+@vjit
+def _start(table, t, side):
+    """The table's x at t = min(p, 1 - p) on ``side``; NaN outside it."""
+    bits = _bits(t)
+    binade = (bits >> 52) - (1023 + LOWEST_EXPONENT)
+    inside = 0 <= binade < BINADES
+    # a row clamped into the table and a select, not an early return: the
+    # loads are then unconditional, which lets LLVM gather them in SIMD
+    binade = min(max(binade, 0), BINADES - 1)
+    row = side * ROWS_PER_SIDE + binade * PIECES + ((bits >> _LOCAL_BITS) & _PIECE_MASK)
+    s = _int_to_float(bits & _LOCAL_MASK) * _LOCAL_SCALE - 1.0
+    value = table[row, DEGREE]
+    for k in range(DEGREE - 1, -1, -1):
+        value = value * s + table[row, k]
+    return value if inside else math.nan
+
+
+@vjit
+def _past(p, pc, edge_p, edge_pc):
+    """logit p > logit edge_p, compared on the side where both are exact."""
+    return p > edge_p if edge_p <= 0.5 else pc < edge_pc
+
+
+@template(slots=("VECTOR_FORM",))
+def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, start_lower,
+                 lower, upper, status):
+    """The polish pass over one block: bounds and status from the starts.
+
+    A loop of its own, compiled apart from the gather: LLVM vectorises a
+    flat loop over arrays it can check for overlap at run time, and not the
+    same loop nested in the chunk and block loops.
+    """
+    def polish(a, b, delta, inv_delta, theta, x, upper):
+        """One Newton step from x for the margin with (a, b); returns the bound
+        (the margin m for the upper side, u2 = 1 - m/b for the lower) and
+        whether the certificate holds."""
+        beyond = x > X_CAP
+        x = X_CAP if beyond else x
+        e = vexp(-abs(x))
+        inv = 1.0 / (1.0 + e)
+        s = inv if x >= 0.0 else e * inv  # m / b
+        sc = e * inv if x >= 0.0 else inv  # u2 = 1 - m / b
+        m = b * s
+        y = m / a
+        f_up, df_up = VECTOR_FORM(1.0 + y, y, theta)
+        # u2 = sc and u2 - 1 = -s, each from whichever of s and sc is exact:
+        # past s = 1/2, -s is 1 - sc rounded, and an sc near 1e-16 would be
+        # off by up to 10% against it
+        f_down, df_down = VECTOR_FORM(sc, -s if s < 0.5 else sc - 1.0, theta)
+        g = a * f_up + b * f_down
+        slope = df_up - df_down
+        # psi' = g'(m) m u2 / g, kept as its reciprocal: one division for
+        # the step and both error terms
+        inv_dpsi = g / (slope * m * sc)
+        excess = (g - delta) * inv_delta
+        # log1p(excess) by three terms of its series (no log, no division).
+        # Its error, excess^4 / 4, moves x by that over psi', far below the
+        # truncation term dx^2 ~ (excess / psi')^2 the certificate already
+        # counts; beyond EXCESS_MAX the start is flagged (no certifiable step
+        # starts there: dx^2 would be about 1e-6)
+        log_ratio = excess * (1.0 - excess * (0.5 - excess * (1.0 / 3.0)))
+        dx = -log_ratio * inv_dpsi
+        truncation = dx * dx * (1.0 + inv_dpsi)
+        truncation = truncation if abs(excess) <= EXCESS_MAX else math.inf
+        rounding = g_rel_error * inv_dpsi
+        if upper:
+            # m moves by m u2 dx: relative error u2 (error in x)
+            bound = m + m * (sc * dx)
+            ok = truncation * sc <= TRUNCATION_LIMIT and rounding * sc <= ROUNDING_LIMIT
+        else:
+            # u2 moves by u2 s dx: the allowance is relative to min(u2, s)
+            bound = sc - sc * (s * dx)
+            scale = max(s, sc)
+            ok = (truncation * scale <= TRUNCATION_LIMIT and rounding * scale <= ROUNDING_LIMIT) \
+                or (truncation + rounding) * (s * sc) <= ABSOLUTE_LIMIT
+        if beyond:
+            # the start lies past X_CAP: if g < delta there, so does the root,
+            # and the bound is its limit m = b, u2 = 0 to within the allowance
+            limit = b if upper else 0.0
+            return limit, excess < 0.0
+        return bound, ok
+
+    up_in_p, up_in_pc, up_out_p, up_out_pc = edges[0], edges[1], edges[2], edges[3]
+    lo_out_p, lo_out_pc, lo_in_p, lo_in_pc = edges[4], edges[5], edges[6], edges[7]
+    inv_delta = 1.0 / delta
+    flagged = 0
+    for i in range(x.size):
+        xi = x[i]
+        if from_logp:
+            p = vexp(xi)
+            pc = 0.0 - vexpm1(xi)
+        else:
+            p = xi
+            pc = 1.0 - xi
+        m_hi, ok_hi = polish(p, pc, delta, inv_delta, theta, start_upper[i], True)
+        u2_lo, ok_lo = polish(pc, p, delta, inv_delta, theta, start_lower[i], False)
+        inv_p = 1.0 / p
+        upper_saturated = _past(p, pc, up_out_p, up_out_pc)
+        upper_interior = not _past(p, pc, up_in_p, up_in_pc)
+        lower_saturated = not _past(p, pc, lo_out_p, lo_out_pc)
+        lower_interior = _past(p, pc, lo_in_p, lo_in_pc)
+        keep = (upper_saturated or (upper_interior and ok_hi)) and \
+            (lower_saturated or (lower_interior and ok_lo))
+        empty = p == 0.0
+        upper[i] = math.inf if empty else (
+            inv_p if upper_saturated else min(1.0 + m_hi * inv_p, inv_p))
+        lower[i] = 0.0 if empty or lower_saturated else u2_lo
+        keep = keep or empty
+        status[i] = STATUS_OK if keep else STATUS_UNCERTIFIED
+        flagged += 0 if keep else 1
+    return flagged
+
+
+_FAST_SIG = types.int64(
+    InVec, types.boolean, types.float64, types.float64, types.float64,
+    types.Array(types.float64, 2, "C", readonly=True),
+    types.Array(types.float64, 2, "C", readonly=True),
+    InVec, OutVec, OutVec, types.int8[::1],
+)
+
+
+@template(_FAST_SIG, parallel=True, calls=(polish_block,))
+def band_fast(x, from_logp, delta, theta, g_rel_error, table_upper, table_lower, edges,
+              lower, upper, status):
+    """Bounds of every element of ``x`` (p, or log p where ``from_logp``) for
+    one delta; status[i] = STATUS_UNCERTIFIED where element i needs the root
+    finder, else STATUS_OK.
+
+    ``edges`` holds the saturation edges (p, 1 - p) at logit p = threshold
+    -+ THRESHOLD_MARGIN: upper threshold minus, plus, then lower minus, plus.
+    Returns the number of flagged elements.
+    """
+    n = x.size
+    flagged = 0
+    for chunk in prange((n + CHUNK - 1) // CHUNK):
+        start_upper = np.empty(BLOCK)
+        start_lower = np.empty(BLOCK)
+        chunk_end = min(n, (chunk + 1) * CHUNK)
+        for first in range(chunk * CHUNK, chunk_end, BLOCK):
+            last = min(first + BLOCK, chunk_end)
+            for j in range(last - first):  # gather: scalar
+                xi = x[first + j]
+                if from_logp:
+                    p, pc = vexp(xi), 0.0 - vexpm1(xi)
+                else:
+                    p, pc = xi, 1.0 - xi
+                side = 1 if p > 0.5 else 0
+                t = pc if side else p
+                start_upper[j] = _start(table_upper, t, side)
+                start_lower[j] = _start(table_lower, t, side)
+            flagged += polish_block(x[first:last], from_logp, delta, theta, g_rel_error, edges,
+                                    start_upper[:last - first], start_lower[:last - first],
+                                    lower[first:last], upper[first:last], status[first:last])
+    return flagged
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class FastTables:
+    """What the fast path needs for one divergence and one delta: the start
+    tables (read-only) and the saturation edges (``Kernels.fast_tables``)."""
+
+    divergence: object
+    delta: float
+    upper: np.ndarray
+    lower: np.ndarray
+    edges: np.ndarray
+
+
+def node_logits():
+    """z = logit p of every table node, in table order."""
+    t, side = node_probabilities()
+    z = np.log(t) - np.log1p(-t)
+    return np.where(side == 1, -z, z)
+
+
+def _sigmoid_pairs(z):
+    """(sigmoid(z), sigmoid(-z)) for each z, both to full relative precision."""
+    z = np.asarray(z, dtype=np.float64)
+    with np.errstate(over="ignore"):
+        e = np.exp(-np.abs(z))
+    near, far = 1.0 / (1.0 + e), e / (1.0 + e)
+    return np.where(z >= 0, near, far), np.where(z >= 0, far, near)
+
+
+def tables_from(divergence, delta: float, x_upper, x_lower, thresholds) -> FastTables:
+    """The tables from the root finder's x at ``node_logits()`` and the
+    saturation thresholds (upper, lower) in logit p."""
+    edge_z = [thresholds[0] - THRESHOLD_MARGIN, thresholds[0] + THRESHOLD_MARGIN,
+              thresholds[1] - THRESHOLD_MARGIN, thresholds[1] + THRESHOLD_MARGIN]
+    edge_p, edge_pc = _sigmoid_pairs(edge_z)
+    edges = np.ascontiguousarray(np.stack([edge_p, edge_pc], axis=1).reshape(-1))
+    tables = [table_from_nodes(values) for values in (x_upper, x_lower)]
+    for array in (*tables, edges):
+        array.setflags(write=False)
+    return FastTables(divergence, float(delta), tables[0], tables[1], edges)

@@ -1,0 +1,170 @@
+"""The fast path (issue 20) against the paper's bisection and np.copyto, in one process.
+
+    python benchmarks/bench_fast.py [--n 1000000] [--rounds 5] [--repeat 3] [--out FILE.md]
+
+For each round, with 1 and with 2 threads (``numba.set_num_threads``; numpy's
+bisection is single-threaded either way):
+
+* the 50-iteration bisection of ``baseline.py`` (KL, both bounds);
+* ``FastBand(div, 0.05).band(p, out=...)`` for kl, rkl, js and alpha:2, the
+  table built once beforehand, and ``band(p, 0.05, div, out=...)`` (today's
+  root finder below the fast path's threshold, a throwaway table above it);
+* the closed forms with ``out=`` against ``np.copyto`` into a buffer;
+* the cost of a new delta (building the table, its warm-start grid
+  included) and the share of elements that fell back to the root finder;
+* where ``band()`` should switch to the fast path with a throwaway table
+  (``_solve.FAST_MIN_SIZE``): band() with the switch forced off and on, in
+  the same round, from 2^15 to 2^21 elements.
+
+Every ratio compares times from the same round; the table gives the median
+over rounds with the lowest and highest in brackets. The scaling section
+times kl from 1e4 to 1e7 elements. p is log-uniform in [1e-6, 1], delta 0.05.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import platform
+import statistics
+import sys
+
+import numba
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from baseline import bisect_kl_band  # noqa: E402
+from bench_cpu import best_time, probabilities  # noqa: E402
+
+import bandsolve as bs  # noqa: E402
+from bandsolve import _solve  # noqa: E402
+from bandsolve._kernels._bind import kernels_for  # noqa: E402
+
+DELTA = 0.05
+ROOT = ("kl", "rkl", "js", "alpha:2")
+CLOSED = ("tv", "chi2", "hellinger")
+
+
+def one_round(p, solvers, repeat, threads):
+    numba.set_num_threads(threads)
+    out = (np.empty_like(p), np.empty_like(p))
+    buffer = np.empty_like(p)
+    t = {"bisection": best_time(lambda: bisect_kl_band(p, DELTA), 1),
+         "copyto": best_time(lambda: np.copyto(buffer, p), repeat)}
+    for name, solver in solvers.items():
+        t["fast " + name] = best_time(lambda: solver.band(p, out=out), repeat)
+        t["band " + name] = best_time(lambda: bs.band(p, DELTA, name, out=out), repeat)
+    for name in CLOSED:
+        t["closed " + name] = best_time(lambda: bs.band(p, DELTA, name, out=out), repeat)
+    return t
+
+
+def spread(values):
+    return f"{statistics.median(values):.1f}x [{min(values):.1f}-{max(values):.1f}]"
+
+
+def fallback_share(solver, p):
+    """The share of elements the fast path left to the root finder."""
+    lower, upper = np.empty_like(p), np.empty_like(p)
+    status = np.empty(p.size, dtype=np.int8)
+    return kernels_for(solver.divergence).band_fast(solver._tables, p, False, lower, upper,
+                                                    status) / p.size
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args(argv)
+    lines = []
+
+    def emit(text=""):
+        print(text, flush=True)
+        lines.append(text)
+
+    p = probabilities(args.n)
+    solvers = {name: bs.FastBand(name, DELTA) for name in ROOT}
+    emit(f"# bench_fast: n = {args.n:,}, delta = {DELTA}, {args.rounds} rounds, "
+         f"{platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+         f"numba {numba.__version__}, numpy {np.__version__}, "
+         f"load average at start {os.getloadavg()[0]:.2f}")
+    emit()
+    rounds = {1: [], 2: []}
+    for r in range(args.rounds):
+        for threads in (1, 2):
+            rounds[threads].append(one_round(p, solvers, args.repeat, threads))
+        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
+    numba.set_num_threads(2)
+
+    for threads in (1, 2):
+        t = rounds[threads]
+        emit(f"## {threads} thread{'s' if threads > 1 else ''}: both bounds, speed-up over "
+             "the 50-iteration bisection (KL)")
+        emit()
+        emit("| divergence | FastBand (ms, median) | vs bisection | band() (ms) | band() vs bisection |")
+        emit("|---|---:|---:|---:|---:|")
+        for name in ROOT:
+            fast = [x["bisection"] / x["fast " + name] for x in t]
+            band = [x["bisection"] / x["band " + name] for x in t]
+            emit(f"| {name} | {1e3 * statistics.median(x['fast ' + name] for x in t):.1f} | "
+                 f"{spread(fast)} | {1e3 * statistics.median(x['band ' + name] for x in t):.1f} | "
+                 f"{spread(band)} |")
+        emit(f"| (bisection itself) | {1e3 * statistics.median(x['bisection'] for x in t):.0f} | | | |")
+        emit()
+        emit("| closed form, `out=` | median (ms) | cost vs np.copyto |")
+        emit("|---|---:|---:|")
+        emit(f"| np.copyto | {1e3 * statistics.median(x['copyto'] for x in t):.2f} | 1.0x |")
+        for name in CLOSED:
+            emit(f"| {name} | {1e3 * statistics.median(x['closed ' + name] for x in t):.2f} | "
+                 f"{spread([x['closed ' + name] / x['copyto'] for x in t])} |")
+        emit()
+
+    emit("## A new delta, and the fallback")
+    emit()
+    emit("| divergence | table build (ms, median of 5 deltas) | elements that fell back |")
+    emit("|---|---:|---:|")
+    for name in ROOT:
+        builds = [bs.FastBand(name, d).build_seconds for d in (0.01, 0.02, 0.03, 0.04, 0.06)]
+        emit(f"| {name} | {1e3 * statistics.median(builds):.1f} "
+             f"[{1e3 * min(builds):.1f}-{1e3 * max(builds):.1f}] | "
+             f"{100 * fallback_share(solvers[name], p):.2f}% |")
+    emit()
+
+    emit("## band() with a throwaway table against the root finder, kl, 2 threads")
+    emit()
+    emit("| n | root finder (ms) | throwaway fast table (ms) | ratio |")
+    emit("|---:|---:|---:|---:|")
+    threshold = _solve.FAST_MIN_SIZE
+    try:
+        for n in (1 << 15, 1 << 17, 1 << 18, 1 << 19, 1 << 21):
+            q = probabilities(n, seed=2)
+            out = (np.empty_like(q), np.empty_like(q))
+            _solve.FAST_MIN_SIZE = 1 << 62
+            root = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
+            _solve.FAST_MIN_SIZE = 0
+            fast = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
+            emit(f"| {n:,} | {1e3 * root:.2f} | {1e3 * fast:.2f} | {root / fast:.2f}x |")
+    finally:
+        _solve.FAST_MIN_SIZE = threshold
+    emit()
+
+    emit("## Scaling, kl, FastBand, 2 threads (ns per element, best of repeats)")
+    emit()
+    emit("| n | ns per element |")
+    emit("|---:|---:|")
+    for n in (10_000, 100_000, 1_000_000, 10_000_000):
+        q = probabilities(n, seed=1)
+        out = (np.empty_like(q), np.empty_like(q))
+        seconds = best_time(lambda: solvers["kl"].band(q, out=out), args.repeat)
+        emit(f"| {n:,} | {1e9 * seconds / n:.1f} |")
+    emit()
+    emit(f"load average at the end {os.getloadavg()[0]:.2f}")
+    if args.out:
+        pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
