@@ -210,3 +210,19 @@ def test_policy_loss_config_dual_clip_of_the_wrong_type_is_a_type_error(value):
 
     with pytest.raises(TypeError, match="dual_clip must be a number"):
         PolicyLossConfig(dual_clip=value)
+
+
+@pytest.mark.xfail(strict=True, reason="the fast path (bandsolve/_kernels/_fast.py, issue 20's "
+                   "code) still caps the upper bound from log p by 1/fl(exp(log p)); its owner "
+                   "applies _solver.simplex_cap_from_logp there, then this marker goes")
+def test_fast_path_upper_from_logp_never_exceeds_the_simplex_cap():
+    """band_from_logp on 2^16 elements or more takes the fast path, whose
+    upper bound (saturated or capped) is 1/p with p = exp(log p) rounded: on
+    random log p, about half of kl's saturated bounds exceed e^(-log p)."""
+    rng = np.random.default_rng(3)
+    logp = -np.exp(rng.uniform(-30, 6.5, 1 << 16))
+    _, upper = bs.band_from_logp(logp, 1e300, "kl")
+    mp.mp.dps = 30
+    over = [x for x, u in zip(logp[:2000], upper[:2000])
+            if mp.mpf(float(u)) > mp.exp(-mp.mpf(float(x)))]
+    assert not over, f"{len(over)} of 2000 above e^(-log p), e.g. log p = {over[0]!r}"
