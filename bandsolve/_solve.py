@@ -87,9 +87,9 @@ def _raise_solver_failure(request: BandRequest, status: np.ndarray, failures: in
         raise BandSolveError(
             f"{div.name}: the binary divergence evaluates to +inf next to the bounds of "
             f"{failures} elements, so they cannot be resolved; {where}. Either g overflows "
-            f"float64 there (the generator or its conjugate at an extreme argument, for a "
-            f"user generator without a log-domain form at a delta near 1e300 and a tiny p) "
-            f"or the generator is +inf there")
+            f"float64 there (the generator or its conjugate at an extreme argument: a user "
+            f"generator without a log-domain form, at a huge delta, a tiny p or 1 - p, or "
+            f"with huge values) or the generator is +inf there")
     raise BandSolveError(
         f"{div.name}: the root finder did not converge for the bounds of {failures} "
         f"elements; {where}. For a user generator: f is NaN, raises, or is not convex where "

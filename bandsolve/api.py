@@ -105,7 +105,9 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
         ``0 <= lower <= 1 <= upper <= 1/p``.
 
         * Saturation is exact: ``upper == 1/p`` where g_f(p, 1/p) <= delta
-          and ``lower == 0`` where g_f(p, 0) <= delta.
+          and ``lower == 0`` where g_f(p, 0) <= delta. From log p, where
+          1/p = e^(-log p) is rarely a float64, the cap is that value
+          rounded down (within 2 ulp), so ``upper <= 1/p`` holds exactly.
         * p = 1: ``upper == 1``, ``lower`` the limit from the left.
         * p = 0: ``lower == 0``, ``upper == inf`` (or ``max_ratio``).
 

@@ -403,29 +403,7 @@ def table(args: argparse.Namespace) -> str:
 
 
 def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser(
-        "calibrate", help="choose delta to match a clip rule",
-        description="Print, for each divergence, the delta at which the band matches the "
-                    "clip rule [1 - eps_low, 1 + eps_high] (see bandsolve.calibrate for the "
-                    "targets). Without --logp: the width at --at-p (default 0.5).")
-    parser.add_argument("--match-clip", type=float, default=0.2,
-                        help="the clip rule's eps_low (0.2)")
-    parser.add_argument("--clip-high", type=float, default=None,
-                        help="its eps_high (default: --match-clip; Clip-Higher uses 0.28)")
-    parser.add_argument("--at-p", type=float, default=None,
-                        help="reference probability of the width target (default 0.5)")
-    parser.add_argument("--logp", default=None,
-                        help="old log-probabilities, .npy or text: mean_change, "
-                             "mean_divergence or (with --new-logp) clip_fraction")
-    parser.add_argument("--new-logp", default=None,
-                        help="new log-probabilities of the same tokens, for clip_fraction")
-    parser.add_argument("--target", choices=TARGETS, default=None,
-                        help="width (with --at-p), mean_change (default with --logp), "
-                             "mean_divergence, clip_fraction (default with --new-logp)")
-    parser.add_argument("--clip-fraction", type=float, default=None,
-                        help="the share to match (default: the clip rule's on the batch)")
-    parser.add_argument("--divergence", nargs="+", default=list(CLI_DIVERGENCES),
-                        help="divergences to calibrate (default: " + " ".join(CLI_DIVERGENCES)
-                             + ")")
-    parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
-    parser.set_defaults(run=lambda args: print(table(args)))
+    """Declare ``bandsolve calibrate`` (as :mod:`bandsolve.cli.calibrate` does)."""
+    from .cli.calibrate import add
+
+    add(sub)

@@ -45,7 +45,6 @@ DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
 P_SWEEP = tuple(np.r_[np.logspace(-6, np.log10(0.5), 10), 1 - np.logspace(-6, -1, 5), 1.0])
 DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)
-DEFAULT_OUT = "bandsolve-output"
 
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
@@ -330,10 +329,7 @@ def main(args) -> int:
 
 
 def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("verify", help="check the fast bounds against certified convex "
-                                           "programs", description=__doc__.splitlines()[0].replace("``", ""))
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help="folder for verify.md and verify.json, created if missing "
-                             f"(default: ./{DEFAULT_OUT} in the current directory; '' for none)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(run=main)
+    """Declare ``bandsolve verify`` (as :mod:`bandsolve.cli.verify` does)."""
+    from .cli.verify import add
+
+    add(sub)

@@ -274,6 +274,8 @@ def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
     assert (lower[0], upper[0]) == (float(alone[0]), float(alone[1]))
     assert np.isnan(upper[1])
     lower, upper = bs.band_from_logp(np.log(p), 1e300, user, on_failure="nan")
+    # from log p the simplex cap is e^(-log p) rounded down, not fl(1/p)
+    alone = bs.band_from_logp(np.log(0.3), 1e300, user)
     assert np.isnan(upper[1]) and upper[0] == float(alone[1])
     with pytest.raises(ValueError, match="on_failure must be 'raise' or 'nan'"):
         bs.band(p, 0.1, on_failure="ignore")

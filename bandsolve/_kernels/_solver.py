@@ -388,6 +388,28 @@ def _probability_pair(x, from_logp):
     return x, 1.0 - x
 
 
+_TWO_TO_MINUS_52 = 2.0**-52
+
+
+@jit
+def simplex_cap_from_logp(log_p):
+    """A float64 at most e^(-log p), the simplex cap 1/p of p = e^(log p),
+    and within 2 ulp of it.
+
+    1/fl(exp(log p)) rounds twice and lands up to an ulp above e^(-log p)
+    (more where exp(log p) is subnormal), so an upper bound capped by it
+    broke r <= 1/p. fl(exp(-log p)) is within an ulp of e^(-log p) (libm's
+    exp, at most 0.51 ulp in glibc); one ulp down is below it. 1 and inf
+    are kept: e^(-log p) >= 1 for log p <= 0, and inf stands for a cap past
+    float64's range, as 1/p does for a tiny p.
+    """
+    cap = math.exp(-log_p)
+    if cap == 1.0 or cap == math.inf:
+        return cap
+    # cap (1 - 2^-52) is cap less 1 or 2 ulp, never less than 1
+    return max(cap * (1.0 - _TWO_TO_MINUS_52), 1.0)
+
+
 _ROOT_SIG = types.int64(
     InVec, types.boolean, InVec, types.float64, types.float64, types.float64, types.float64,
     InVec, InVec, OutVec, OutVec, types.int8[::1],
@@ -435,6 +457,8 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
         _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f_at_zero, slope_at_inf,
                                             curvature, x_lo)
         lower[i], upper[i], code = _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo)
+        if from_logp:
+            upper[i] = min(upper[i], simplex_cap_from_logp(x[i * x_step]))
         status[i] = code
         failures += code != STATUS_OK
     return failures
@@ -481,6 +505,8 @@ def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
     for i in prange(n):
         p, pc = _probability_pair(x[i * x_step], from_logp)
         lower[i], upper[i] = _closed_form_bounds(p, pc, delta[i * d_step], theta)
+        if from_logp:
+            upper[i] = min(upper[i], simplex_cap_from_logp(x[i * x_step]))
 
 
 _BINARY_SIG = types.void(InVec, InVec, types.float64, OutVec)

@@ -13,7 +13,10 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser", "COMMANDS"]
+__all__ = ["main", "build_parser", "COMMANDS", "DEFAULT_OUT"]
+
+#: where verify and repro write by default, under the current directory
+DEFAULT_OUT = "bandsolve-output"
 
 #: each command and its one-line help, in the order ``bandsolve --help`` lists them
 COMMANDS = {

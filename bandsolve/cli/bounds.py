@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
 from . import COMMANDS
 
 PPO_EPS = 0.2
@@ -14,6 +12,8 @@ _NEGATIVE_NUMBER = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf|infinity
 
 
 def _bounds_table(args) -> str:
+    import numpy as np  # here, not at the top: `bandsolve bounds --help` needs none
+
     from .. import api
 
     if args.logp is not None:

@@ -1,10 +1,42 @@
-"""``bandsolve repro``: the paper's reproduction (``bandsolve.paper_repro``)."""
+"""``bandsolve repro``: the paper's reproduction (``bandsolve.paper_repro``).
+
+The options are declared here, without importing the reproduction
+(matplotlib, cvxpy, the kernels), so that ``bandsolve repro --help`` answers
+at once; a missing dependency is reported when the command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 
-from . import COMMANDS
+from . import COMMANDS, DEFAULT_OUT
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``bandsolve repro`` (``python -m bandsolve.paper_repro`` too)."""
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
+    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
+    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
+    parser.add_argument("--full", action="store_true",
+                        help="the long dynamics study (more seeds and steps, an Adam variant)")
+    parser.add_argument("--skip-dynamics", action="store_true",
+                        help="theory claims and figures only (seconds)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes for the dynamics study (default 1); runs are seeded "
+                             "per task, so the results do not depend on it")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="keep each finished run of the dynamics study in DIR and reuse "
+                             "those already there: a stopped study resumes where it stopped "
+                             "(entries are pickles: use a folder you trust)")
+
+
+def _run(args: argparse.Namespace) -> int:
+    try:
+        from ..paper_repro import repro
+    except ImportError as exc:  # matplotlib or another dependency is missing
+        raise ValueError(f"bandsolve repro could not start: {exc}") from exc
+    return repro.run(args)
 
 
 def add(sub) -> None:
@@ -13,16 +45,5 @@ def add(sub) -> None:
                                         "figures 1 and 2, the small dynamics study (quick "
                                         "unless --full), and a REPORT.md. Everything goes "
                                         "under --out; nothing is written into the package.")
-    try:
-        from ..paper_repro import repro
-    except ImportError as exc:  # matplotlib or another dependency is missing
-        message = f"bandsolve repro could not start: {exc}"
-        parser.add_argument("arguments", nargs=argparse.REMAINDER)
-
-        def cannot_start(args):
-            raise ValueError(message)
-
-        parser.set_defaults(run=cannot_start)
-        return
-    repro.add_arguments(parser)
-    parser.set_defaults(run=repro.run)
+    add_arguments(parser)
+    parser.set_defaults(run=_run)

@@ -179,7 +179,8 @@ class Divergence:
             (``math`` functions, arithmetic). It is compiled with numpy's
             error model (1/0 is inf); a function you jit yourself should use
             ``error_model="numpy"`` too, or never divide by zero. A linear term c (u - 1) is
-            allowed and removed: it does not change the divergence.
+            allowed and removed: it does not change the divergence. A linear f
+            generates the zero divergence: its band is [0, 1/p] at every delta.
         df : callable, optional
             f'(u). Without it f'(1) is estimated by Romberg extrapolation of
             central differences, and f' elsewhere by a central difference with a

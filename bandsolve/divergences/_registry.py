@@ -39,6 +39,11 @@ def get_divergence(spec: DivergenceLike) -> Divergence:
     if name.startswith("alpha"):
         head, sep, value = name.partition(":")
         if head == "alpha" and sep and value:
+            if "_" in value:
+                # float() reads "2_0" as 20: a typo for 2.0 or 0.5 ("0_5")
+                # must not silently name another divergence
+                raise ValueError(f"cannot read the alpha parameter in {spec!r} (write it "
+                                 "without underscores, e.g. 'alpha:0.5')")
             try:
                 a = float(value)
             except ValueError:

@@ -11,6 +11,7 @@ removed, so the result is normalised like the built-in generators.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable
 
 import numba
@@ -62,6 +63,12 @@ def _returning_nan_for_errors(fn):
 
 def _check_edge_values(name, f_at_zero, slope_at_infinity, curvature_at_one):
     """Refuse values that no convex generator with f(1) = f'(1) = 0 has."""
+    for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity),
+                         ("curvature_at_one", curvature_at_one)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            # float() would read "1" or True as 1.0, and "x" as a ValueError
+            raise TypeError(f"{label} of {name!r} must be a real number or None "
+                            f"(got {type(value).__name__})")
     for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity)):
         if value is not None and not float(value) >= 0.0:  # also NaN
             raise ValueError(
@@ -74,23 +81,39 @@ def _check_edge_values(name, f_at_zero, slope_at_infinity, curvature_at_one):
 
 
 def _slope_at_one(f_user) -> float:
-    """f'(1) by Romberg extrapolation of central differences (h = 1e-3, 5e-4,
-    2.5e-4): truncation error O(h^6), rounding error about eps |f(1 +- h)| / h,
-    so about 1e-19 for a generator written without cancellation near 1, where
-    a plain difference was off by 1e-11 (Le Cam). The linear term that this
-    removes cancels between g's two terms; an error in it survives as
-    rounding noise that swamps g at tiny delta, so an estimate below its own
-    error estimate is taken as 0."""
+    """f'(1) by Romberg extrapolation of central differences (h = 2^-10,
+    2^-11, 2^-12): truncation error O(h^6), rounding error about
+    eps |f(1 +- h)| / h, so about 1e-19 for a generator written without
+    cancellation near 1, where a plain difference was off by 1e-11 (Le Cam).
+    The steps are powers of two, so that 1 +- h is exact: with h = 1e-3,
+    1 + h rounded by 1e-13 relative, an error that f's size multiplied
+    (1e100 (u - 1)^2 had f'(1) = 1.6e84 and then a NaN where its linear term
+    overflowed). The linear term that this removes cancels between g's two
+    terms; an error in it survives as rounding noise that swamps g at tiny
+    delta, so an estimate below its own error estimate is taken as 0."""
     def central(h):
         return (float(f_user(1.0 + h)) - float(f_user(1.0 - h))) / (2.0 * h)
 
-    d1, d2, d3 = central(1e-3), central(5e-4), central(2.5e-4)
+    h = 2.0**-10
+    d1, d2, d3 = central(h), central(h / 2), central(h / 4)
     r1, r2 = (4.0 * d2 - d1) / 3.0, (4.0 * d3 - d2) / 3.0
     slope = (16.0 * r2 - r1) / 15.0
-    noise = abs(r2 - r1) / 15.0 + 1e-15 * max(abs(float(f_user(1.0 + 1e-3))),
-                                             abs(float(f_user(1.0 - 1e-3)))) / 1e-3
+    noise = abs(r2 - r1) / 15.0 + 1e-15 * max(abs(float(f_user(1.0 + h))),
+                                             abs(float(f_user(1.0 - h)))) / h
     return 0.0 if abs(slope) <= noise else slope
 
+
+def _is_affine(f_user, slope_one: float) -> bool:
+    """Whether f is c (u - 1) on the convexity grid, to 1e-9 relative (the
+    convexity test's tolerance): such an f generates the zero divergence."""
+    for u in _CONVEXITY_GRID:
+        value = float(f_user(u))
+        linear = slope_one * (u - 1.0)
+        if value == linear:  # also the same infinity, where c (u - 1) overflows
+            continue
+        if not abs(value - linear) <= 1e-9 * (abs(value) + abs(linear)) + 1e-300:
+            return False  # also NaN
+    return True
 
 
 def _check_convex_on_grid(name, f_norm) -> None:
@@ -150,6 +173,63 @@ def _slope_at_infinity(name, f_norm) -> tuple[float, float]:
     return math.inf, math.inf
 
 
+@numba.njit(GENERATOR_SIG, error_model="numpy")
+def _zero(u, x, theta):
+    return 0.0
+
+
+def _zero_generator_fields() -> dict:
+    """The Divergence fields of f = 0 (an affine f with its linear term
+    removed): every bound saturates, [0, 1/p]."""
+    return dict(f=_zero, df=_zero, f_conjugate=_zero, f_at_zero=0.0, slope_at_infinity=0.0,
+                curvature_at_one=1.0)
+
+
+# The tail of the conjugate is fitted on v = 2^-k, 2^-(k - 16), ... (exact
+# powers of two, k the largest with f(2^k) finite) and used below 2^-k only
+# where the fit's own error estimate, at the smallest subnormal, is this small
+# relative to the value (rkl: 7e-15).
+_TAIL_STEP = 16
+_TAIL_TOLERANCE = 1e-13
+_NO_TAIL = (0.0, 0.0, 0.0, 0.0, 0.0)
+
+
+def _conjugate_tail(f_norm, slope_inf: float) -> tuple:
+    """(log v0, c0, c1, c2, h): v f(1/v) = c0 + s (c1 + (s - 1) c2) with
+    s = (log v - log v0) / h, for the v below v0 where f(1/v) overflows
+    float64 though v f(1/v) does not (a generator that grows like u log u:
+    a hand-written rkl at 1 - p below 1e-305). Quadratic in log v through
+    three nodes; a fourth node's third difference bounds the extrapolation
+    error down to v = 5e-324, and where that bound exceeds _TAIL_TOLERANCE
+    (f growing like a power of u, whose v f(1/v) then overflows itself)
+    there is no tail (h = 0): such a v stays +inf, reported as an overflow.
+    Only for f'(inf) = inf: a finite slope is the limit itself."""
+    if slope_inf < math.inf:
+        return _NO_TAIL
+    k = 1023
+    while k > 4 * _TAIL_STEP and not math.isfinite(float(f_norm(2.0**k, 2.0**k - 1.0, 0.0))):
+        k -= 1
+    if k <= 4 * _TAIL_STEP:
+        return _NO_TAIL
+    phi = []
+    for i in range(4):
+        u = 2.0 ** (k - _TAIL_STEP * i)
+        phi.append(float(f_norm(u, u - 1.0, 0.0)) / u)
+    if not all(math.isfinite(value) for value in phi):
+        return _NO_TAIL
+    d1 = phi[1] - phi[0]
+    d2 = phi[2] - 2.0 * phi[1] + phi[0]
+    d3 = phi[3] - 3.0 * phi[2] + 3.0 * phi[1] - phi[0]
+    h = _TAIL_STEP * math.log(2.0)
+    log_v0 = -k * math.log(2.0)
+    s = (math.log(5e-324) - log_v0) / h
+    at_end = phi[0] + s * (d1 + (s - 1.0) * d2 / 2.0)
+    error = abs(d3) / 6.0 * abs(s * (s - 1.0) * (s - 2.0))
+    if not (math.isfinite(at_end) and error <= _TAIL_TOLERANCE * abs(at_end)):
+        return _NO_TAIL
+    return log_v0, phi[0], d1, d2 / 2.0, h
+
+
 def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: float | None,
                       slope_at_infinity: float | None,
                       curvature_at_one: float | None) -> dict:
@@ -178,9 +258,24 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
         if not math.isfinite(slope_one):
             raise ValueError(f"df of {name!r} must be finite at u = 1 (got {slope_one})")
 
+    if _is_affine(f_user, slope_one):
+        # D_f = 0 for every pair of distributions: the band is [0, 1/p]
+        # whatever delta > 0 is, and the zero generator gives exactly that
+        # (g = 0 saturates both bounds). Its edge values are all 0.
+        for label, value in (("f_at_zero", f_at_zero), ("slope_at_infinity", slope_at_infinity)):
+            if value is not None and float(value) != 0.0:
+                raise ValueError(f"{label} of {name!r} must be 0 (got {value}): f is linear, "
+                                 "c (u - 1), which generates the zero divergence")
+        return _zero_generator_fields()
+
     @numba.njit(GENERATOR_SIG, error_model="numpy")
     def f_linear_removed(u, x, theta):
-        return f_user(u) - slope_one * x
+        value = f_user(u)
+        if value == math.inf:
+            # f itself is +inf (or overflowed): the linear term, finite,
+            # leaves it +inf (slope_one x may overflow too: inf - inf = NaN)
+            return math.inf
+        return value - slope_one * x
 
     _check_convex_on_grid(name, f_linear_removed)
     if f_at_zero is None:
@@ -243,14 +338,24 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
         c = (float(f_norm(1 + h, h, 0.0)) + float(f_norm(1 - h, -h, 0.0))) / h**2
         curvature_at_one = c if math.isfinite(c) and c > 0 else 1.0
 
+    tail_log_v0, tail_c0, tail_c1, tail_c2, tail_h = _conjugate_tail(f_norm, slope_inf)
+
     @numba.njit(GENERATOR_SIG, error_model="numpy")
     def f_conj(v, x, theta):
         u = 1.0 / v
-        if u == math.inf:
+        value = math.inf
+        if u < math.inf:
+            value = v * f_norm(u, -x / v, theta)
+        elif slope_inf < math.inf or v == 0.0:
             # v = 0, or subnormal: v f(1/v) has reached its limit f'(inf)
             # (1/v and -x/v would overflow into inf - inf = NaN)
             return slope_inf
-        return v * f_norm(u, -x / v, theta)
+        if value == math.inf and v > 0.0 and tail_h > 0.0:
+            # f(1/v) is past float64 (rkl's u log u beyond u = 2.6e305),
+            # v f(1/v) is not: its quadratic in log v, checked at build
+            s = (math.log(v) - tail_log_v0) / tail_h
+            return tail_c0 + s * (tail_c1 + (s - 1.0) * tail_c2)
+        return value
 
     return dict(f=f_norm, df=df_norm, f_conjugate=f_conj, f_at_zero=float(f_at_zero),
                 slope_at_infinity=slope_inf, curvature_at_one=float(curvature_at_one))

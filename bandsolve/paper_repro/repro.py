@@ -541,26 +541,11 @@ def report(claims, seconds, figures_link="figures", figures_made=FIGURES,
     return "\n".join(lines)
 
 
-DEFAULT_OUT = "bandsolve-output"
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bandsolve repro`` (the CLI's subcommand uses them too)."""
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
-    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
-    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
-    parser.add_argument("--full", action="store_true",
-                        help="the long dynamics study (more seeds and steps, an Adam variant)")
-    parser.add_argument("--skip-dynamics", action="store_true",
-                        help="theory claims and figures only (seconds)")
-    parser.add_argument("--jobs", type=int, default=1,
-                        help="processes for the dynamics study (default 1); runs are seeded "
-                             "per task, so the results do not depend on it")
-    parser.add_argument("--resume", metavar="DIR",
-                        help="keep each finished run of the dynamics study in DIR and reuse "
-                             "those already there: a stopped study resumes where it stopped "
-                             "(entries are pickles: use a folder you trust)")
+    """The options of ``bandsolve repro`` (:mod:`bandsolve.cli.repro` declares them)."""
+    from ..cli.repro import add_arguments as declare
+
+    declare(parser)
 
 
 def main(argv=None) -> int:

@@ -79,3 +79,12 @@ def distance_nodes() -> np.ndarray:
         parts.append(2.0 ** (e - 1) * (1.0 + j))
     parts.append(np.array([2.0 ** OCTAVE_MAX]))
     return np.concatenate(parts)
+
+
+def check_table(table, argument: str = "table") -> BandTableData:
+    """``table`` if it is a :class:`BandTableData`, else a TypeError that names
+    what to pass (a wrong object used to fail deep inside, as AttributeError)."""
+    if not isinstance(table, BandTableData):
+        raise TypeError(f"{argument} must be a BandTableData (from bandsolve.table.build or "
+                        f"bandsolve.table.load), got {type(table).__name__}")
+    return table

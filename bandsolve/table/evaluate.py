@@ -17,7 +17,14 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from .._validate import check_log_probability
-from .data import DEGREE, INTERVALS_PER_SIGN, OCTAVE_MIN, PER_OCTAVE, BandTableData
+from .data import (
+    DEGREE,
+    INTERVALS_PER_SIGN,
+    OCTAVE_MIN,
+    PER_OCTAVE,
+    BandTableData,
+    check_table,
+)
 
 __all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "log_share", "evaluate_numpy"]
 
@@ -137,6 +144,7 @@ def evaluate_numpy(table: BandTableData, logp: ArrayLike, *, validate: bool = Tr
     ``BandTable(validate=True)`` does: NaN, +inf, log p > 0, and log p within
     1e-300 of 0 (outside the certified range). With ``validate=False`` those
     give what the device gives: NaN, or the extrapolated last interval."""
+    check_table(table)
     if validate:
         _check_inside_certified_range(check_log_probability(logp))
     logp = np.asarray(logp, dtype=np.float64)

@@ -26,6 +26,7 @@ from .data import (
     BandTableData,
     TableIntegrityError,
     TableSide,
+    check_table,
 )
 from .fit import build
 
@@ -43,6 +44,7 @@ _GRID = {"octave_min": OCTAVE_MIN, "octave_max": OCTAVE_MAX, "per_octave": PER_O
 def to_arrays(table: BandTableData) -> dict:
     """The table as a flat dict of numpy arrays and scalars (the file layout),
     with ``checksum``: the sha256 of every other field (see :func:`checksum`)."""
+    check_table(table)
     out = {"format": np.array(FORMAT), "format_version": np.array(FORMAT_VERSION),
            "divergence": np.array(table.divergence), "delta": np.array(table.delta),
            "max_ratio": np.array(table.max_ratio), "rtol": np.array(table.rtol),
@@ -147,6 +149,7 @@ def _check_metadata(scalars: dict, source: str) -> None:
 
 def save(table: BandTableData, path: str | os.PathLike) -> Path:
     """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
+    check_table(table)
     path = Path(path)
     arrays = to_arrays(table)
     if path.suffix == ".npz":

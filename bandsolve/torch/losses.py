@@ -18,6 +18,7 @@ host synchronisation), computed under ``torch.no_grad()``.
 from __future__ import annotations
 
 import dataclasses
+import numbers
 
 import torch
 
@@ -56,6 +57,10 @@ class PolicyLossConfig:
         if self.loss_agg_mode not in LOSS_AGG_MODES:
             raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES} "
                              f"(got {self.loss_agg_mode!r})")
+        if self.dual_clip is not None and (isinstance(self.dual_clip, bool) or not isinstance(
+                self.dual_clip, numbers.Real)):
+            raise TypeError(f"dual_clip must be a number > 1 or None (got "
+                            f"{type(self.dual_clip).__name__})")
         if self.dual_clip is not None and not self.dual_clip > 1.0:
             raise ValueError(f"dual_clip must be > 1 or None (got {self.dual_clip})")
         if not hasattr(self.rule, "bounds"):
@@ -92,6 +97,15 @@ def masked_mean(x, mask):
 
 
 def _check(log_prob, old_log_prob, advantages, response_mask):
+    named = (("log_prob", log_prob), ("old_log_prob", old_log_prob), ("advantages", advantages),
+             ("response_mask", response_mask))
+    for name, t in named:
+        if not isinstance(t, torch.Tensor):
+            # a numpy array has a device too ("cpu"), which made the message
+            # "must be on one device (got ['cpu', 'cpu'])"
+            raise TypeError(f"{name} must be a torch.Tensor (got {type(t).__name__})")
+        if name != "response_mask" and not t.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor (got {t.dtype})")
     shapes = {t.shape for t in (log_prob, old_log_prob, advantages, response_mask)}
     if len(shapes) != 1:
         raise ValueError("log_prob, old_log_prob, advantages and response_mask must share one "
