@@ -181,3 +181,14 @@ def test_log_pair_edges():
     assert math.isnan(log_u[2])
     assert log_u[3] == math.log(5e-324)
     assert log_u[4] == 0.0 and log_minus_x[4] == 0.0
+
+
+def test_vexp_is_within_one_ulp():
+    """The fast path's simplex cap from log p (``_fast._cap_from_logp``) steps
+    vexp(-log p) two ulp down to lie below e^(-log p): that needs vexp within
+    one ulp, tighter than the shared ULP_BOUND."""
+    rng = np.random.default_rng(7)
+    x = np.concatenate([_arguments("vexp"), -np.exp(rng.uniform(-700, 6.5, 4000)),
+                        rng.uniform(0.0, 709.0, 4000)])
+    errors = _ulp_errors("vexp", x)
+    assert np.max(errors) < 1.0, float(x[int(np.argmax(errors))])

@@ -49,7 +49,7 @@ from numba import prange, types
 from ._factory import template
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
-from ._vecmath import _bits, _int_to_float, vexp, vexpm1, vjit
+from ._vecmath import _bits, _float, _int_to_float, vexp, vexpm1, vjit
 
 # The table: sides x binades x pieces rows of cubic coefficients
 BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
@@ -214,6 +214,9 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
         m_hi, ok_hi = polish(p, pc, delta, inv_delta, theta, start_upper[i], True)
         u2_lo, ok_lo = polish(pc, p, delta, inv_delta, theta, start_lower[i], False)
         inv_p = 1.0 / p
+        # the simplex cap 1/p: from log p, e^(-log p) rounded down (1/p of a
+        # rounded p can exceed it by an ulp)
+        cap = _cap_from_logp(xi) if from_logp else inv_p
         upper_saturated = _past(p, pc, up_out_p, up_out_pc)
         upper_interior = not _past(p, pc, up_in_p, up_in_pc)
         lower_saturated = not _past(p, pc, lo_out_p, lo_out_pc)
@@ -222,12 +225,25 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
             (lower_saturated or (lower_interior and ok_lo))
         empty = p == 0.0
         upper[i] = math.inf if empty else (
-            inv_p if upper_saturated else min(1.0 + m_hi * inv_p, inv_p))
+            cap if upper_saturated else min(1.0 + m_hi * inv_p, cap))
         lower[i] = 0.0 if empty or lower_saturated else u2_lo
         keep = keep or empty
         status[i] = STATUS_OK if keep else STATUS_UNCERTIFIED
         flagged += 0 if keep else 1
     return flagged
+
+
+@vjit
+def _cap_from_logp(log_p):
+    """A float64 at most e^(-log p) and within 3 ulp of it, without libm (so
+    the polish loop still vectorises): vexp is within one ulp
+    (tests/test_vecmath.py checks it over its whole domain), so two steps down
+    in the bit pattern lie below the exact value. 1 and inf are kept, as
+    ``_solver.simplex_cap_from_logp`` keeps them."""
+    cap = vexp(0.0 - log_p)
+    down = _float(_bits(cap) - 2)
+    down = 1.0 if down < 1.0 else down
+    return cap if (cap == 1.0) | (cap == math.inf) else down
 
 
 _FAST_SIG = types.int64(
