@@ -118,9 +118,8 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     likewise for ``upper``, with eps = 2.2e-16, for p in [1e-300, 1] and
     every delta the API accepts (5e-324 to float64's maximum), from p and
     from log p (tested against mpmath at 60 digits or more, next to the
-    saturation thresholds too; the accuracy table in docs/accuracy.md has the measured
-    worst cases and the one documented exception, rkl at 1 - p below
-    1e-312). Where g overflows float64 next to a root, BandSolveError is
+    saturation thresholds too, and at 1 - p subnormal; docs/accuracy.md has
+    the measured worst cases). Where g overflows float64 next to a root, BandSolveError is
     raised instead. A user-defined divergence is as accurate as its formula.
 
     Raises
