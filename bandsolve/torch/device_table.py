@@ -153,8 +153,9 @@ def evaluate(x: torch.Tensor, table: PackedTable, from_logp: bool) -> TensorBoun
     with torch.no_grad():
         if (x.device.type == "cpu" and table.coefficients.dtype == torch.float32
                 and x.numel() > 0 and not torch.compiler.is_compiling() and _cpu_kernel()):
-            # one layout and dtype (an exact conversion): few recompiles
-            flat = x.reshape(-1).to(torch.float32, memory_format=torch.contiguous_format)
+            # one layout and dtype (an exact conversion), and never a view
+            # (dynamo guards a view's base): few recompiles
+            flat = x.reshape(-1).to(torch.float32, memory_format=torch.contiguous_format).detach()
             try:
                 with torch._dynamo.config.patch(recompile_limit=_KERNEL_RECOMPILES):
                     lower, upper = _kernel(flat, table, from_logp)
