@@ -91,7 +91,7 @@ def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
 
 
 @torch.library.custom_op("bandsolve::band_table", mutates_args=())
-def _table_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
+def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: float,
               from_logp: bool, validate: str
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The table for ``x``'s compute dtype and device, as the tensors of a
@@ -100,8 +100,12 @@ def _table_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
     opaque step, host work on Python values (delta may be symbolic); the
     evaluation after it is traced and fuses with the caller's code. The
     result is a copy (2 x 6 x 37,888 numbers, about 0.1 ms): the compiled
-    code owns its buffers and may reuse them."""
-    key, delta, max_ratio = _checked_arguments(delta, divergence,
+    code owns its buffers and may reuse them.
+
+    delta comes as a 0-dim float64 CPU tensor: a float argument of a custom
+    op makes inductor specialise the graph on its value, one recompile per
+    new delta of a schedule (1-10 s for the fused kernel); a tensor does not."""
+    key, delta, max_ratio = _checked_arguments(float(delta), divergence,
                                                None if max_ratio == math.inf else max_ratio)
     table = _device_table(key, delta, max_ratio, x.device)
     dtype = table._prepare(x, validate, from_logp)
@@ -163,7 +167,10 @@ def _built_in(x, delta, divergence: str, cap: float, from_logp: bool, mode: str)
         return _band_op(x, delta, divergence, cap, from_logp, mode)
     # compiled: the table fetched by one opaque op, evaluated in the graph,
     # where it fuses with the caller's code as a BandTable called there does
-    table = PackedTable(*_table_op(x, delta, divergence, cap, from_logp, mode))
+    # delta as a tensor, by a product that dynamo's tensorify pass turns into
+    # a graph input (torch.scalar_tensor / torch.full specialise on delta)
+    delta_tensor = torch.ones((), dtype=torch.float64) * delta
+    table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
     return evaluate_packed(x, table, from_logp)
 
 
