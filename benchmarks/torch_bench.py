@@ -19,6 +19,9 @@ log-probabilities it times, for Band-KL at delta = 0.05 with max_ratio 10:
 * ``compiled fn``: ``band_from_logp`` itself under ``torch.compile(fullgraph=True)``
   (the table fetched by one op, its evaluation fused in the graph);
 * ``eager+out``: ``eager`` writing into preallocated ``out=`` tensors;
+* ``table op by op``: ``table`` without the fused CPU kernel (what
+  ``BANDSOLVE_TORCH_KERNEL=aten`` runs, and every eager call did before
+  issue 20.3): about a hundred ATen passes;
 * ``eager+validate`` and ``table+validate``: ``eager`` and ``table`` with the
   default ``validate=True``, the check a trainer plug-in runs every step
   (asynchronous on a GPU, one read back on the CPU).
@@ -44,7 +47,7 @@ import numpy as np
 import torch
 
 import bandsolve as bs
-from bandsolve.torch import BandTable, band_from_logp
+from bandsolve.torch import BandTable, band_from_logp, device_table
 
 DELTA = 0.05
 MAX_RATIO = 10.0
@@ -99,6 +102,15 @@ def _timer(device: torch.device, repeat: int):
     return measure
 
 
+def _op_by_op(table, x):
+    """A table call on the ATen path, the fused CPU kernel set aside."""
+    kernel, device_table._kernel = device_table._kernel, False
+    try:
+        return table(x, validate=False)
+    finally:
+        device_table._kernel = kernel
+
+
 def _error_ratio(lower, upper, logp):
     """Worst error against the float64 numpy core, in units of the float32 tolerance."""
     ref_lo, ref_hi = bs.band_from_logp(logp.double().cpu().numpy(), DELTA, "kl",
@@ -137,6 +149,7 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
                 "eager+out": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
                                                     validate=False, out=out),
                 "table": lambda: table(x, validate=False),
+                "table op by op": lambda: _op_by_op(table, x),
                 # the default, validate=True: a device-side assertion on a GPU
                 # (no synchronisation), a read back on the CPU
                 "eager+validate": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO),

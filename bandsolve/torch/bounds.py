@@ -3,10 +3,12 @@
 For one (divergence, delta, max_ratio) they build a :class:`BandTable` once on
 the host (a few thousand float64 root solves and a dense check against the
 numpy core, about 0.1 s), keep it per device and dtype, and from then on each
-call is pure tensor arithmetic (``bandsolve.torch.device_table``). float64 on
-the CPU is the numpy core itself, on the tensor's memory. The hot path under
-``torch.compile(fullgraph=True)`` and in CUDA graphs is a :class:`BandTable`
-built outside the compiled region and called inside it.
+call is pure tensor arithmetic (``bandsolve.torch.device_table``; eagerly on
+the CPU, one fused loop compiled on the first call). float64 on the CPU is
+the numpy core itself, on the tensor's memory. Under
+``torch.compile(fullgraph=True)`` the table is fetched by one custom op and
+evaluated in the graph, where it fuses; in CUDA graphs the hot path is a
+:class:`BandTable` built outside the captured region and called inside it.
 """
 
 from __future__ import annotations
@@ -108,8 +110,9 @@ def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: 
     key, delta, max_ratio = _checked_arguments(float(delta), divergence,
                                                None if max_ratio == math.inf else max_ratio)
     table = _device_table(key, delta, max_ratio, x.device)
-    dtype = table._prepare(x, validate, from_logp)
-    return tuple(table._packed[dtype].clone())
+    dtype = table._prepare(x, validate, from_logp)  # type: ignore[arg-type]  # a mode
+    coefficients, scalars, two_sided = table._packed[dtype].clone()
+    return coefficients, scalars, two_sided
 
 
 @_table_op.register_fake
@@ -133,8 +136,9 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
     values = x.detach().contiguous().numpy()
     # only without validation (the CPU check above is synchronous: it raised)
-    is_invalid = invalid(x.detach(), from_logp).numpy() if validate == "off" else None
-    any_invalid = is_invalid is not None and bool(is_invalid.any())
+    is_invalid = invalid(x.detach(), from_logp).numpy() if validate == "off" \
+        else np.zeros(0, dtype=bool)
+    any_invalid = bool(is_invalid.any())
     if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
         values = np.where(is_invalid, 0.0 if from_logp else 0.5, values)
     solve = api.band_from_logp if from_logp else api.band
@@ -278,7 +282,9 @@ def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike 
         off the CPU; the certificate is exact for delta from 1e-6 to 10).
 
     The first call for a (divergence, delta, max_ratio, device) builds the
-    table (about 0.1 s); later calls reuse it.
+    table (about 0.1 s); later calls reuse it. On the CPU the first call of
+    a process also compiles the fused evaluation (seconds; see
+    docs/torch.md, "Eager calls on the CPU").
     """
     checked = check_out(out, logp, "logp")
     return write_into(_dispatch(logp, delta, divergence, max_ratio, True, validate), checked)

@@ -83,7 +83,8 @@ def evaluate_packed(x: torch.Tensor, table: PackedTable, from_logp: bool) -> Ten
     lower = _Side(scalars[0], scalars[1], two_sided[0], coefficients[0])
     upper = _Side(scalars[2], scalars[3], two_sided[1], coefficients[1])
     return _evaluate_table.bounds(TORCH_OPS, lower, upper, logp, q,
-                                  lower_at_one=scalars[4], max_ratio=scalars[5])
+                                  lower_at_one=scalars[4],  # type: ignore[arg-type]
+                                  max_ratio=scalars[5])  # type: ignore[arg-type]
 
 
 def _gather(coefficients: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
@@ -158,7 +159,7 @@ def evaluate(x: torch.Tensor, table: PackedTable, from_logp: bool) -> TensorBoun
             flat = x.reshape(-1).to(torch.float32, memory_format=torch.contiguous_format).detach()
             try:
                 with torch._dynamo.config.patch(recompile_limit=_KERNEL_RECOMPILES):
-                    lower, upper = _kernel(flat, table, from_logp)
+                    lower, upper = _kernel(flat, table, from_logp)  # type: ignore[misc,operator]
                 return lower.view(x.shape), upper.view(x.shape)
             except torch._dynamo.exc.FailOnRecompileLimitHit:
                 pass  # this call op by op; the kernel stays for the variants it has
