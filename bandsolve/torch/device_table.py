@@ -100,7 +100,8 @@ def expm1(x: torch.Tensor) -> torch.Tensor:
     came out as the bound at p = 1 (rkl, delta 1e-3, log p = -2.8e-8: 1.0
     for 0.99987). Compiled, this is Kahan's expm1 instead: u = e^x rounded,
     then (u - 1) x / log u, where log u carries u's rounding error and
-    cancels it. Eagerly, ATen's expm1 is accurate and is used."""
+    cancels it (pytorch/pytorch issue 189803, PR 190533 upstream). Eagerly,
+    ATen's expm1 is accurate and is used."""
     if not torch.compiler.is_compiling():
         return torch.expm1(x)
     u = torch.exp(x)
