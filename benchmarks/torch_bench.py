@@ -16,13 +16,21 @@ log-probabilities it times, for Band-KL at delta = 0.05 with max_ratio 10:
 * ``eager``: ``bandsolve.torch.band_from_logp(x, 0.05, validate=False)``;
 * ``table``: a prebuilt ``BandTable`` called eagerly;
 * ``compiled``: the table call under ``torch.compile(fullgraph=True)``;
+* ``compiled fn``: ``band_from_logp`` itself under ``torch.compile(fullgraph=True)``
+  (the table fetched by one op, its evaluation fused in the graph);
+* ``eager+out``: ``eager`` writing into preallocated ``out=`` tensors;
+* ``table op by op``: ``table`` without the fused CPU kernel (what
+  ``BANDSOLVE_TORCH_KERNEL=aten`` runs, and every eager call did before
+  issue 20.3): about a hundred ATen passes;
 * ``eager+validate`` and ``table+validate``: ``eager`` and ``table`` with the
   default ``validate=True``, the check a trainer plug-in runs every step
   (asynchronous on a GPU, one read back on the CPU).
 
 Times are medians over ``--repeat`` runs after two warm-ups, with CUDA
-events on a GPU and ``perf_counter`` on the CPU; ratios compare timings from
-this run only. Each result is also checked against the float64 numpy core
+events on a GPU and ``perf_counter`` on the CPU, and the spread (fastest and
+slowest run); ratios compare medians from this run only. The ``vs compiled``
+column is each variant against the compiled table (issue 20's eager target:
+<= 3x). Each result is also checked against the float64 numpy core
 (the worst error as a fraction of the float32 tolerance).
 """
 
@@ -39,7 +47,7 @@ import numpy as np
 import torch
 
 import bandsolve as bs
-from bandsolve.torch import BandTable, band_from_logp
+from bandsolve.torch import BandTable, band_from_logp, device_table
 
 DELTA = 0.05
 MAX_RATIO = 10.0
@@ -90,8 +98,17 @@ def _timer(device: torch.device, repeat: int):
                 start = time.perf_counter()
                 fn()
                 times.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times)
+        return statistics.median(times), min(times), max(times)
     return measure
+
+
+def _op_by_op(table, x):
+    """A table call on the ATen path, the fused CPU kernel set aside."""
+    kernel, device_table._kernel = device_table._kernel, False
+    try:
+        return table(x, validate=False)
+    finally:
+        device_table._kernel = kernel
 
 
 def _error_ratio(lower, upper, logp):
@@ -113,6 +130,9 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
     table = BandTable.build("kl", DELTA, max_ratio=MAX_RATIO, device=dev)
     compiled = torch.compile(lambda x: table(x, validate=False), fullgraph=True) \
         if with_compile else None
+    compiled_fn = torch.compile(lambda x: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
+                                                         validate=False),
+                                fullgraph=True) if with_compile else None
     rows = []
     gen = torch.Generator().manual_seed(0)
     for n in sizes:
@@ -120,12 +140,16 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
         base = -torch.rand(n, generator=gen, dtype=torch.float64) * math.log(1e6)
         for dtype_name, dtype in DTYPES.items():
             x = base.to(dtype).to(dev)
+            out = (torch.empty(n, device=dev), torch.empty(n, device=dev))
             variants = {
                 "bisection": lambda: bisection_band(x, DELTA),
                 "clamp": lambda: torch.clamp(x, -20.0, 0.0),
                 "eager": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
                                                 validate=False),
+                "eager+out": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO,
+                                                    validate=False, out=out),
                 "table": lambda: table(x, validate=False),
+                "table op by op": lambda: _op_by_op(table, x),
                 # the default, validate=True: a device-side assertion on a GPU
                 # (no synchronisation), a read back on the CPU
                 "eager+validate": lambda: band_from_logp(x, DELTA, "kl", max_ratio=MAX_RATIO),
@@ -133,9 +157,11 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
             }
             if compiled is not None:
                 variants["compiled"] = lambda: compiled(x)
+                variants["compiled fn"] = lambda: compiled_fn(x)
             ms = {name: measure(fn) for name, fn in variants.items()}
             errors = {name: _error_ratio(*variants[name](), x)
-                      for name in ("eager", "table", "compiled") if name in variants}
+                      for name in ("eager", "table", "compiled", "compiled fn")
+                      if name in variants}
             rows.append((n, dtype_name, ms, errors))
     return rows
 
@@ -145,13 +171,17 @@ def report(rows, device: str) -> str:
              f"{torch.get_num_threads()} CPU threads; Band-KL, delta = {DELTA}, "
              f"max_ratio = {MAX_RATIO}; median times",
              "",
-             "| N | dtype | variant | ms | vs bisection | vs clamp | error / fp32 tol |",
-             "|---:|---|---|---:|---:|---:|---:|"]
+             "| N | dtype | variant | ms | spread ms | vs bisection | vs clamp | vs compiled "
+             "| error / fp32 tol |",
+             "|---:|---|---|---:|---:|---:|---:|---:|---:|"]
     for n, dtype, ms, errors in rows:
-        for name, t in ms.items():
+        base = {name: t[0] for name, t in ms.items()}
+        for name, (t, fastest, slowest) in ms.items():
             err = f"{errors[name]:.2f}" if name in errors else ""
-            lines.append(f"| {n:,} | {dtype} | {name} | {t:.3f} | "
-                         f"{ms['bisection'] / t:.1f}x | {t / ms['clamp']:.1f}x | {err} |")
+            vs_compiled = f"{t / base['compiled']:.1f}x" if "compiled" in base else ""
+            lines.append(f"| {n:,} | {dtype} | {name} | {t:.3f} | {fastest:.3f}-{slowest:.3f} | "
+                         f"{base['bisection'] / t:.1f}x | {t / base['clamp']:.1f}x | "
+                         f"{vs_compiled} | {err} |")
     return "\n".join(lines)
 
 

@@ -83,10 +83,13 @@ def log_share(ops: ArrayOps, side, z):
     fields with ``coefficients`` in ``ops``' layout)."""
     d = z - side.center
     k, t = interval_of(ops, ops.abs(d))
-    if side.two_sided:
-        k = k + ops.to_index(d < 0.0) * INTERVALS_PER_SIGN
+    # two_sided is a bool, or (torch, bandsolve.torch.device_table) a 0/1
+    # integer tensor beside coefficients padded to both signs: the choice as
+    # data, so that one compiled graph serves every table
+    if side.two_sided is not False:
+        k = k + ops.to_index(d < 0.0) * (INTERVALS_PER_SIGN * side.two_sided)
     # NaN z casts to an arbitrary integer: keep every gather in bounds
-    last = (2 if side.two_sided else 1) * INTERVALS_PER_SIGN - 1
+    last = (1 if side.two_sided is False else 2) * INTERVALS_PER_SIGN - 1
     c = ops.gather(side.coefficients, ops.clamp(k, 0, last))
     y = c[DEGREE]
     for j in range(DEGREE - 1, -1, -1):
@@ -109,7 +112,8 @@ def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: floa
     upper = ops.minimum(1.0 + ops.exp(log_share(ops, upper_side, z) - logp) * q, inv_p)
     upper = ops.where(z >= upper_side.threshold, inv_p, upper)
     upper = ops.where(logp == -math.inf, math.inf, upper)
-    if max_ratio != math.inf:
+    if not (isinstance(max_ratio, float) and max_ratio == math.inf):
+        # a float cap, or a 0-dim tensor (inf for none: the clamp is then exact)
         upper = ops.clamp(upper, None, max_ratio)
     lower = ops.where(z <= lower_side.threshold, 0.0,
                       0.0 - ops.expm1(log_share(ops, lower_side, z)))

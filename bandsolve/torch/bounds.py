@@ -3,10 +3,12 @@
 For one (divergence, delta, max_ratio) they build a :class:`BandTable` once on
 the host (a few thousand float64 root solves and a dense check against the
 numpy core, about 0.1 s), keep it per device and dtype, and from then on each
-call is pure tensor arithmetic (``bandsolve.torch.device_table``). float64 on
-the CPU is the numpy core itself, on the tensor's memory. The hot path under
-``torch.compile(fullgraph=True)`` and in CUDA graphs is a :class:`BandTable`
-built outside the compiled region and called inside it.
+call is pure tensor arithmetic (``bandsolve.torch.device_table``; eagerly on
+the CPU, one fused loop compiled on the first call). float64 on the CPU is
+the numpy core itself, on the tensor's memory. Under
+``torch.compile(fullgraph=True)`` the table is fetched by one custom op and
+evaluated in the graph, where it fuses; in CUDA graphs the hot path is a
+:class:`BandTable` built outside the captured region and called inside it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ import torch
 from .. import _validate, api
 from .. import table as _table
 from ..divergences import DivergenceLike, get_divergence
-from .device_table import BandTable, TensorBounds
+from ..table.data import DEGREE, INTERVALS_PER_SIGN
+from .device_table import BandTable, PackedTable, TensorBounds, evaluate_packed
 from .out import check_out, write_into
 from .validation import Validate, check_values, compute_dtype, invalid, validation_mode
 
@@ -89,6 +92,36 @@ def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
     return lower.contiguous(), upper.contiguous()
 
 
+@torch.library.custom_op("bandsolve::band_table", mutates_args=())
+def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: float,
+              from_logp: bool, validate: str
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The table for ``x``'s compute dtype and device, as the tensors of a
+    :class:`PackedTable`, after the checks of a table call on ``x`` (so the
+    op reads x only to validate it). Under torch.compile this is the one
+    opaque step, host work on Python values (delta may be symbolic); the
+    evaluation after it is traced and fuses with the caller's code. The
+    result is a copy (2 x 6 x 37,888 numbers, about 0.1 ms): the compiled
+    code owns its buffers and may reuse them.
+
+    delta comes as a 0-dim float64 CPU tensor: a float argument of a custom
+    op makes inductor specialise the graph on its value, one recompile per
+    new delta of a schedule (1-10 s for the fused kernel); a tensor does not."""
+    key, delta, max_ratio = _checked_arguments(float(delta), divergence,
+                                               None if max_ratio == math.inf else max_ratio)
+    table = _device_table(key, delta, max_ratio, x.device)
+    dtype = table._prepare(x, validate, from_logp)  # type: ignore[arg-type]  # a mode
+    coefficients, scalars, two_sided = table._packed[dtype].clone()
+    return coefficients, scalars, two_sided
+
+
+@_table_op.register_fake
+def _table_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
+    dtype = compute_dtype(x.dtype)
+    return (x.new_empty((2, DEGREE + 1, 2 * INTERVALS_PER_SIGN), dtype=dtype),
+            x.new_empty((6,), dtype=dtype), x.new_empty((2,), dtype=torch.int64))
+
+
 def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
     """float64 on the CPU: the numpy core itself, on the tensor's memory;
     everything else: the device table."""
@@ -102,8 +135,10 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
     # the torch messages, as on every other path
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
     values = x.detach().contiguous().numpy()
-    is_invalid = invalid(x.detach(), from_logp).numpy()
-    any_invalid = bool(is_invalid.any())  # only without validation
+    # only without validation (the CPU check above is synchronous: it raised)
+    is_invalid = invalid(x.detach(), from_logp).numpy() if validate == "off" \
+        else np.zeros(0, dtype=bool)
+    any_invalid = bool(is_invalid.any())
     if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
         values = np.where(is_invalid, 0.0 if from_logp else 0.5, values)
     solve = api.band_from_logp if from_logp else api.band
@@ -128,6 +163,21 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     return (x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape, dtype=dtype))
 
 
+def _built_in(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+    if (x.dtype == torch.float64 and x.device.type == "cpu") \
+            or not torch.compiler.is_compiling():
+        # eager, one op (the table's evaluation inside it runs fused on the
+        # CPU); float64 on the CPU is the numpy core, compiled or not
+        return _band_op(x, delta, divergence, cap, from_logp, mode)
+    # compiled: the table fetched by one opaque op, evaluated in the graph,
+    # where it fuses with the caller's code as a BandTable called there does
+    # delta as a tensor, by a product that dynamo's tensorify pass turns into
+    # a graph input (torch.scalar_tensor / torch.full specialise on delta)
+    delta_tensor = torch.ones((), dtype=torch.float64) * delta
+    table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
+    return evaluate_packed(x, table, from_logp)
+
+
 def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
@@ -146,11 +196,11 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
         # traced: delta may be a symbolic float (a schedule of deltas makes
         # dynamo generalise it after the first recompile), which no host
         # check can read; the op checks its arguments when it runs
-        cap = math.inf if max_ratio is None else max_ratio
-        return _band_op(x.detach(), delta, divergence, cap, from_logp, mode)
+        return _built_in(x.detach(), delta, divergence,
+                         math.inf if max_ratio is None else max_ratio, from_logp, mode)
     key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
     if isinstance(key, str):
-        return _band_op(x.detach(), delta, key, cap, from_logp, mode)
+        return _built_in(x.detach(), delta, key, cap, from_logp, mode)
     if torch.compiler.is_compiling():
         # the host solve of a user's numba generator cannot be traced: say so,
         # rather than let dynamo fail inside numpy
@@ -232,7 +282,9 @@ def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike 
         off the CPU; the certificate is exact for delta from 1e-6 to 10).
 
     The first call for a (divergence, delta, max_ratio, device) builds the
-    table (about 0.1 s); later calls reuse it.
+    table (about 0.1 s); later calls reuse it. On the CPU the first call of
+    a process also compiles the fused evaluation (seconds; see
+    docs/torch.md, "Eager calls on the CPU").
     """
     checked = check_out(out, logp, "logp")
     return write_into(_dispatch(logp, delta, divergence, max_ratio, True, validate), checked)

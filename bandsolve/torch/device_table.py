@@ -10,47 +10,167 @@ synchronisation and no data-dependent shapes, so it runs under
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
+from typing import NamedTuple
 
+import numpy as np
 import torch
 
 from .. import table as _table
 from ..divergences import DivergenceLike
 from ..table import evaluate as _evaluate_table
+from ..table.data import DEGREE, INTERVALS_PER_SIGN
 from .validation import Validate, check_values, compute_dtype, validation_mode
 
 #: (lower, upper) ratio bounds, tensors of the input's shape, dtype and device
 TensorBounds = tuple[torch.Tensor, torch.Tensor]
 Device = str | torch.device | None
 
-__all__ = ["BandTable", "TensorBounds", "Device", "TORCH_OPS"]
+__all__ = ["BandTable", "TensorBounds", "Device", "TORCH_OPS", "PackedTable", "evaluate",
+           "evaluate_packed", "KERNEL_ENV"]
 
 
-class _SideTensors:
-    """One bound's table as tensors of one dtype on one device, for
-    ``bandsolve.table.evaluate``."""
+class _Side:
+    """One bound's table for ``bandsolve.table.evaluate``, every field a tensor
+    (views into a :class:`PackedTable`)."""
 
-    def __init__(self, side: _table.TableSide, dtype, device):
-        self.center = side.center
-        self.threshold = side.threshold
-        self.two_sided = side.two_sided
-        # (6, intervals): one gather of all six coefficients gives contiguous
-        # rows for Horner's rule (measured 2x faster on the CPU than gathering
-        # rows of the (intervals, 6) layout and reading strided columns)
-        self.coefficients = torch.as_tensor(side.coefficients.T, dtype=dtype,
-                                            device=device).contiguous()
+    def __init__(self, center, threshold, two_sided, coefficients):
+        self.center, self.threshold = center, threshold
+        self.two_sided, self.coefficients = two_sided, coefficients
+
+
+class PackedTable(NamedTuple):
+    """A table as four tensors of one dtype on one device, the same shapes for
+    every divergence and delta, so that one compiled graph (and the custom
+    op ``bandsolve::band_table`` under torch.compile) serves them all.
+
+    ``coefficients``: (2, DEGREE + 1, 2 INTERVALS_PER_SIGN), lower then upper;
+    row j multiplies t^j (one gather of all six gives contiguous rows for
+    Horner's rule, measured 2x faster on the CPU than rows of the
+    (intervals, 6) layout); a one-sided grid is padded with zeros.
+    ``scalars``: lower center and threshold, upper center and threshold,
+    the lower bound at p = 1, the cap (inf for none). ``two_sided``: int64
+    0/1 per side."""
+
+    coefficients: torch.Tensor
+    scalars: torch.Tensor
+    two_sided: torch.Tensor
+
+    @classmethod
+    def of(cls, data: _table.BandTableData, dtype, device) -> PackedTable:
+        coefficients = np.zeros((2, DEGREE + 1, 2 * INTERVALS_PER_SIGN))
+        for i, side in enumerate((data.lower, data.upper)):
+            coefficients[i, :, :side.coefficients.shape[0]] = side.coefficients.T
+        scalars = [data.lower.center, data.lower.threshold, data.upper.center,
+                   data.upper.threshold, data.lower_at_one, data.max_ratio]
+        return cls(torch.as_tensor(coefficients, dtype=dtype, device=device),
+                   torch.tensor(scalars, dtype=dtype, device=device),
+                   torch.tensor([data.lower.two_sided, data.upper.two_sided],
+                                dtype=torch.int64, device=device))
+
+    def clone(self) -> PackedTable:
+        return PackedTable(*(t.clone() for t in self))
+
+
+def evaluate_packed(x: torch.Tensor, table: PackedTable, from_logp: bool) -> TensorBounds:
+    """(lower, upper) at log p (``from_logp``) or p: ``bandsolve.table.evaluate.bounds``
+    in torch, in the table's dtype. Pure tensor arithmetic, no host reads:
+    traced whole by torch.compile."""
+    coefficients, scalars, two_sided = table
+    x = x.to(coefficients.dtype)
+    logp, q = (x, -expm1(x)) if from_logp else (torch.log(x), 1.0 - x)
+    lower = _Side(scalars[0], scalars[1], two_sided[0], coefficients[0])
+    upper = _Side(scalars[2], scalars[3], two_sided[1], coefficients[1])
+    return _evaluate_table.bounds(TORCH_OPS, lower, upper, logp, q,
+                                  lower_at_one=scalars[4],  # type: ignore[arg-type]
+                                  max_ratio=scalars[5])  # type: ignore[arg-type]
 
 
 def _gather(coefficients: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
     return coefficients.index_select(1, k.reshape(-1)).reshape(coefficients.shape[0], *k.shape)
 
 
+def expm1(x: torch.Tensor) -> torch.Tensor:
+    """e^x - 1 to a few ulps, eagerly and compiled.
+
+    torch.compile's vectorised CPU code (inductor, torch 2.13) writes expm1
+    as ``exp(x) - 1`` "for performance", which cancels: 0 for |x| < 6e-8 in
+    float32, so 1 - p rounded to 0 for p near 1 and the lower bound there
+    came out as the bound at p = 1 (rkl, delta 1e-3, log p = -2.8e-8: 1.0
+    for 0.99987). Compiled, this is Kahan's expm1 instead: u = e^x rounded,
+    then (u - 1) x / log u, where log u carries u's rounding error and
+    cancels it (pytorch/pytorch issue 189803, PR 190533 upstream). Eagerly,
+    ATen's expm1 is accurate and is used."""
+    if not torch.compiler.is_compiling():
+        return torch.expm1(x)
+    u = torch.exp(x)
+    u_minus_one = u - 1.0
+    kahan = u_minus_one * (x / torch.log(u))
+    # u = 1: |x| below half an ulp of 1, where e^x - 1 = x; u = 0: -1
+    return torch.where(u_minus_one == 0.0, x,
+                       torch.where(u_minus_one == -1.0, -1.0, kahan))
+
+
 #: bandsolve.table's evaluation in torch
 TORCH_OPS = _evaluate_table.ArrayOps(
     frexp=torch.frexp, where=torch.where, floor=torch.floor, abs=torch.abs, exp=torch.exp,
-    expm1=torch.expm1, log=torch.log, isnan=torch.isnan, minimum=torch.minimum,
+    expm1=expm1, log=torch.log, isnan=torch.isnan, minimum=torch.minimum,
     clamp=lambda x, low, high: x.clamp(low, high), to_index=lambda x: x.long(),
     gather=_gather)
+
+
+#: Set BANDSOLVE_TORCH_KERNEL=aten to run eager CPU calls op by op in ATen.
+KERNEL_ENV = "BANDSOLVE_TORCH_KERNEL"
+_kernel = None  # None: not made yet; False: off (by the variable, or after a failure)
+
+
+def _cpu_kernel():
+    """:func:`evaluate_packed` compiled by inductor for eager CPU calls: one
+    fused loop instead of about a hundred ATen passes over the tensor (each a
+    read and a write of it, with a temporary), 4-8x faster at 524,288 tokens.
+    Shapes are dynamic (one compile per dtype and direction, kept in
+    inductor's disk cache), and the table enters as tensors of fixed shapes,
+    so a new delta, divergence or tensor size compiles nothing. It is also
+    the very code a user's ``torch.compile`` fuses, so eager and compiled
+    calls give the same bits."""
+    global _kernel
+    if _kernel is None:
+        _kernel = False if os.environ.get(KERNEL_ENV, "") == "aten" else torch.compile(
+            evaluate_packed, dynamic=True, fullgraph=True)
+    return _kernel
+
+
+#: Recompiles allowed to the CPU kernel (dynamo's default, 8 per function, is
+#: shared with nothing else here but is reached by a test suite: a direction,
+#: a 1-element input, inference-mode tensors each specialise the graph)
+_KERNEL_RECOMPILES = 64
+
+
+def evaluate(x: torch.Tensor, table: PackedTable, from_logp: bool) -> TensorBounds:
+    """:func:`evaluate_packed` without gradient; on the CPU, outside a
+    compiled region, in float32 (the compute dtype of float32 and half
+    input), through the fused kernel of :func:`_cpu_kernel`."""
+    global _kernel
+    with torch.no_grad():
+        if (x.device.type == "cpu" and table.coefficients.dtype == torch.float32
+                and x.numel() > 0 and not torch.compiler.is_compiling() and _cpu_kernel()):
+            # one layout and dtype (an exact conversion), and never a view
+            # (dynamo guards a view's base): few recompiles
+            flat = x.reshape(-1).to(torch.float32, memory_format=torch.contiguous_format).detach()
+            try:
+                with torch._dynamo.config.patch(recompile_limit=_KERNEL_RECOMPILES):
+                    lower, upper = _kernel(flat, table, from_logp)  # type: ignore[misc,operator]
+                return lower.view(x.shape), upper.view(x.shape)
+            except torch._dynamo.exc.FailOnRecompileLimitHit:
+                pass  # this call op by op; the kernel stays for the variants it has
+            except torch._dynamo.exc.BackendCompilerFailed as exc:  # no C++ compiler
+                _kernel = False
+                warnings.warn(f"bandsolve.torch: the fused CPU kernel cannot be built here "
+                              f"({type(exc).__name__}: {exc}); eager calls run op by op "
+                              f"(correct, several times slower). Set {KERNEL_ENV}=aten to "
+                              "silence this.", RuntimeWarning, stacklevel=3)
+        return evaluate_packed(x, table, from_logp)
 
 
 class BandTable:
@@ -85,9 +205,8 @@ class BandTable:
     def __init__(self, data: _table.BandTableData, device: Device = None) -> None:
         self.data = data
         self.device = torch.device(device) if device is not None else torch.device("cpu")
-        self._sides = {dtype: (_SideTensors(data.lower, dtype, self.device),
-                               _SideTensors(data.upper, dtype, self.device))
-                       for dtype in (torch.float32, torch.float64)}
+        self._packed = {dtype: PackedTable.of(data, dtype, self.device)
+                         for dtype in (torch.float32, torch.float64)}
 
     @classmethod
     def build(cls, divergence: DivergenceLike = "kl", delta: float = 0.05, *,
@@ -137,16 +256,12 @@ class BandTable:
     def __call__(self, logp: torch.Tensor, *, validate: Validate = True) -> TensorBounds:
         """(lower, upper) from log-probabilities (log p <= 0; -inf is p = 0)."""
         dtype = self._prepare(logp, validate, from_logp=True)
-        with torch.no_grad():
-            logp = logp.detach().to(dtype)
-            return self._evaluate(logp, -torch.expm1(logp), dtype)
+        return evaluate(logp.detach(), self._packed[dtype], True)
 
     def from_p(self, p: torch.Tensor, *, validate: Validate = True) -> TensorBounds:
         """(lower, upper) from probabilities in [0, 1]."""
         dtype = self._prepare(p, validate, from_logp=False)
-        with torch.no_grad():
-            p = p.detach().to(dtype)
-            return self._evaluate(torch.log(p), 1.0 - p, dtype)
+        return evaluate(p.detach(), self._packed[dtype], False)
 
     def _prepare(self, x, validate: Validate, from_logp: bool) -> torch.dtype:
         if not isinstance(x, torch.Tensor):
@@ -168,8 +283,3 @@ class BandTable:
                     "API, solves them")
         return dtype
 
-    def _evaluate(self, logp, q, dtype):
-        lower_side, upper_side = self._sides[dtype]
-        return _evaluate_table.bounds(TORCH_OPS, lower_side, upper_side, logp, q,
-                                      lower_at_one=self.data.lower_at_one,
-                                      max_ratio=self.max_ratio)

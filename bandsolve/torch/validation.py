@@ -45,6 +45,17 @@ def invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tenso
     return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
 
 
+def _any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+    """Whether :func:`invalid` holds anywhere, as a 0-dim bool tensor: one
+    reduction, reading x once and writing no temporary of its size (a
+    comparison, a negation and an ``any`` took three passes). NaN propagates
+    through max and min, and fails every comparison."""
+    if from_logp:
+        return torch.logical_not(x.max() <= above)
+    low, high = torch.aminmax(x)
+    return torch.logical_not((low >= 0.0) & (high <= 1.0))
+
+
 def _expected(from_logp: bool) -> str:
     return "must be <= 0 (and not NaN or +inf)" if from_logp \
         else "must lie in [0, 1] (and not be NaN or inf)"
@@ -64,21 +75,21 @@ def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: 
     if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
-    bad = invalid(v, from_logp, above)
+    bad = _any_invalid(v, from_logp, above)
     expected = _expected(from_logp)
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a
         # device-side assert, which leaves the CUDA context unusable: the
         # process must restart. That is the price of checking every step
         # without a synchronisation; the message says how to find the element.
-        torch._assert_async(torch.logical_not(bad.any()),
+        torch._assert_async(torch.logical_not(bad),
                             f"bandsolve: {name} {expected}, but some element is not "
                             f"(checked on the device with validate={mode!r}); call with "
                             f"validate='sync' to raise ValueError naming the first one")
         return
-    if not bool(bad.any()):
+    if not bool(bad):
         return
-    flat = bad.reshape(-1)
+    flat = invalid(v, from_logp, above).reshape(-1)
     count = int(flat.sum())
     first = int(torch.nonzero(flat)[0, 0])
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), v.shape))

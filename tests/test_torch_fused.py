@@ -1,0 +1,186 @@
+"""The fused torch paths of issue 20.3: eager CPU calls through one compiled
+kernel, and torch.compile(band_from_logp) evaluating the table in the graph.
+References are the float64 numpy core (itself checked against mpmath in
+test_reference / test_torch_bounds) and mpmath directly, never the torch code."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import bandsolve as bs  # noqa: E402
+import bandsolve.torch as bt  # noqa: E402
+from bandsolve.torch import device_table  # noqa: E402
+
+EPS32 = float(np.finfo(np.float32).eps)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+def _assert_float32_promise(got, ref, what):
+    """docs/torch.md's float32 promise: |r - r64| <= max(1e-5 min(r, |r-1|),
+    16 eps32 max(r, 1)), infinities exactly."""
+    got = got.double().numpy()
+    finite = np.isfinite(ref)
+    assert np.array_equal(got[~finite], ref[~finite]), what
+    r, g = ref[finite], got[finite]
+    if r.size == 0:
+        return
+    tol = np.maximum(1e-5 * np.minimum(r, np.abs(r - 1.0)), 16 * EPS32 * np.maximum(r, 1.0))
+    ratio = np.abs(g - r) / tol
+    worst = int(np.argmax(ratio))
+    assert ratio[worst] <= 1.0, f"{what}: {ratio[worst]:.3g} x tolerance at r = {r[worst]!r} " \
+                                f"(got {g[worst]!r})"
+
+
+def _near_one_logp():
+    # p within 6e-8 of 1, where exp(x) - 1 rounds to 0 in float32
+    return torch.tensor(-np.geomspace(1e-30, 1e-6, 64), dtype=torch.float32)
+
+
+@pytest.mark.parametrize("divergence", ["rkl", "kl"])
+def test_compiled_table_keeps_one_minus_p_near_p_one(divergence):
+    """inductor writes expm1 as exp(x) - 1 on the CPU: a compiled BandTable
+    gave the bound at p = 1 for log p = -2.8e-8 (rkl, delta 1e-3: 1.0 where
+    the band is 0.99987)."""
+    table = bt.BandTable.build(divergence, 1e-3)
+    logp = _near_one_logp()
+    ref = bs.band_from_logp(logp.double().numpy(), 1e-3, divergence)
+    compiled = torch.compile(lambda x: table(x, validate=False), fullgraph=True)
+    compiled_fn = torch.compile(lambda x: bt.band_from_logp(x, 1e-3, divergence),
+                                fullgraph=True)
+    for name, (lower, upper) in (("table", compiled(logp)), ("band_from_logp", compiled_fn(logp)),
+                                 ("eager", bt.band_from_logp(logp, 1e-3, divergence))):
+        _assert_float32_promise(lower, ref[0], f"{name} lower")
+        _assert_float32_promise(upper, ref[1], f"{name} upper")
+
+
+def test_compiled_expm1_against_mpmath():
+    x = torch.tensor(np.concatenate([-np.geomspace(1e-38, 100.0, 2000), [0.0, -np.inf]]),
+                     dtype=torch.float32)
+    got = torch.compile(device_table.expm1, fullgraph=True)(x).double().numpy()
+    with mpmath.workdps(30):
+        ref = np.array([float(mpmath.expm1(mpmath.mpf(float(v)))) if math.isfinite(v) else -1.0
+                        for v in x.double().numpy()])
+    assert np.all(np.abs(got - ref) <= 4 * EPS32 * np.abs(ref) + 1e-45)
+
+
+def _ops_in_graph(fn, x):
+    seen = []
+
+    def backend(gm, example_inputs):
+        seen.extend(str(node.target) for node in gm.graph.nodes if node.op == "call_function")
+        return gm.forward
+
+    torch.compile(fn, backend=backend, fullgraph=True)(x)
+    return seen
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_compiled_band_from_logp_evaluates_the_table_in_the_graph(dtype):
+    """torch.compile(band_from_logp) went through the opaque op bandsolve::band,
+    which inductor cannot fuse; only the table fetch is opaque now."""
+    ops = _ops_in_graph(lambda x: bt.band_from_logp(x, 0.05, validate=False),
+                        -torch.rand(64).to(dtype))
+    assert "bandsolve.band_table.default" in ops
+    assert "bandsolve.band.default" not in ops
+    assert any("expm1" in op or "exp" in op for op in ops)
+
+
+def test_compiled_float64_on_the_cpu_stays_the_numpy_core():
+    ops = _ops_in_graph(lambda x: bt.band_from_logp(x, 0.05, validate=False),
+                        -torch.rand(64, dtype=torch.float64))
+    assert "bandsolve.band.default" in ops and "bandsolve.band_table.default" not in ops
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("divergence", ["kl", "rkl", "js", "alpha:2", "tv"])
+def test_compiled_band_from_logp_over_a_delta_schedule_matches_the_float64_core(divergence,
+                                                                                dtype):
+    rng = np.random.default_rng(1)
+    logp = torch.tensor(np.concatenate([-rng.exponential(4.0, 3000),
+                                        -np.geomspace(1e-30, 80.0, 500), [0.0, -np.inf]]),
+                        dtype=torch.float32).to(dtype)
+    compiled = torch.compile(lambda x, d: bt.band_from_logp(x, d, divergence), fullgraph=True)
+    for delta in (0.05, 0.2, 1e-3, 1.0):
+        lower, upper = compiled(logp, delta)
+        ref = bs.band_from_logp(logp.double().numpy(), delta, divergence)
+        _assert_float32_promise(lower, ref[0], f"{divergence} {delta} lower")
+        _assert_float32_promise(upper, ref[1], f"{divergence} {delta} upper")
+        eager = bt.band_from_logp(logp, delta, divergence)
+        assert torch.equal(lower, eager[0]) and torch.equal(upper, eager[1]), delta
+
+
+def test_a_new_delta_or_size_compiles_nothing_in_the_eager_kernel():
+    counters = torch._dynamo.utils.counters
+    # the first call of each path (through the op, or a table called
+    # directly: tensors with other dispatch keys) compiles
+    bt.band_from_logp(-torch.rand(100), 0.05)
+    bt.BandTable.build("kl", 0.05)(-torch.rand(100))
+    bt.band_from_logp(-torch.rand(100), 0.05, "rkl")  # one-sided tables: the same shapes
+    frames = counters["stats"]["unique_graphs"]
+    for n, delta, divergence in ((5000, 0.3, "kl"), (77, 1e-3, "js"), (31, 2.0, "alpha:2"),
+                                 (4096, 0.05, "rkl")):
+        bt.band_from_logp(-torch.rand(n), delta, divergence)
+        bt.BandTable.build(divergence, delta)(-torch.rand(n).to(torch.bfloat16))
+    assert counters["stats"]["unique_graphs"] == frames
+
+
+@pytest.mark.parametrize("shape", [(0,), (1,), (3, 0), (4, 5), (2, 3, 4)])
+def test_eager_kernel_keeps_shapes_and_layouts(shape):
+    x = -torch.rand(*shape) * 10
+    for given in (x, x.transpose(0, -1) if x.dim() > 1 else x):
+        lower, upper = bt.band_from_logp(given, 0.05)
+        assert lower.shape == given.shape and upper.shape == given.shape
+        ref = bs.band_from_logp(given.double().numpy(), 0.05)
+        _assert_float32_promise(lower.reshape(-1), ref[0].reshape(-1), "lower")
+        _assert_float32_promise(upper.reshape(-1), ref[1].reshape(-1), "upper")
+
+
+def test_without_the_kernel_the_op_by_op_path_gives_the_promise(monkeypatch):
+    monkeypatch.setattr(device_table, "_kernel", False)
+    logp = torch.cat([_near_one_logp(), -torch.rand(500) * 30])
+    lower, upper = bt.band_from_logp(logp, 0.05)
+    ref = bs.band_from_logp(logp.double().numpy(), 0.05)
+    _assert_float32_promise(lower, ref[0], "lower")
+    _assert_float32_promise(upper, ref[1], "upper")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("bad, message", [(float("nan"), "contains NaN"),
+                                          (float("inf"), r"contains \+inf"),
+                                          (0.25, "must be <= 0")])
+def test_one_pass_validation_still_names_the_first_bad_element(dtype, bad, message):
+    logp = torch.tensor([-1.0, -float("inf"), bad, bad], dtype=dtype)
+    with pytest.raises(ValueError, match=message + r".*2 of 4 elements are invalid, "
+                                                   r"the first at index \(2,\)"):
+        bt.band_from_logp(logp, 0.05)
+    p = torch.tensor([0.5, 0.0, 1.0, -0.5 if bad == 0.25 else bad], dtype=dtype)
+    with pytest.raises(ValueError, match=r"1 of 4 elements are invalid"):
+        bt.band(p, 0.05)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_delta_schedule_recompiles_once_not_per_delta(dtype):
+    """A float argument of the custom op made inductor specialise the graph on
+    delta's value: every new delta of a schedule recompiled (1 s for the op
+    alone, 10 s with the fused table evaluation). The table op takes delta as
+    a tensor: the first delta compiles, the second generalises, no more."""
+    counters = torch._dynamo.utils.counters
+    counters.clear()
+    x = (-torch.rand(64) * 8).to(dtype)
+    compiled = torch.compile(lambda lp, d: bt.band_from_logp(lp, d), fullgraph=True)
+    for delta in (0.05, 0.1, 0.3, 0.4, 0.05, 0.7):
+        lower, upper = compiled(x, delta)
+        ref = bs.band_from_logp(x.double().numpy(), delta)
+        _assert_float32_promise(lower, ref[0], "lower")
+        _assert_float32_promise(upper, ref[1], "upper")
+    assert counters["stats"]["unique_graphs"] <= 2
