@@ -159,8 +159,11 @@ def exact_form(a):
 def value_and_slope(u, x, a):
     # f' = (u^(a-1) - 1) / (a - 1) = expm1((a - 1) L) / (a - 1), from the same L
     log_u, log_minus_x = vm.vlog_pair(u, x)
-    near = vm.vexpm1mx(a * log_u) + a * log_minus_x
-    far = vm.vexpm1(a * log_u) - a * x
+    y = a * log_u
+    # one expm1 for both (vexpm1mx(y) is this select with its own expm1)
+    expm1_y = vm.vexpm1(y)
+    near = (y * y * vm.taylor_tail(y) if abs(y) < 0.5 else expm1_y - y) + a * log_minus_x
+    far = expm1_y - a * x
     value = (near if abs(log_u) <= 3.0 else far) / (a * (a - 1.0))
     return value, vm.vexpm1((a - 1.0) * log_u) / (a - 1.0)
 
