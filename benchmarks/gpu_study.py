@@ -84,7 +84,11 @@ class _Writer:
 
 def cost_claim(config: GpuStudyConfig, write) -> None:
     device = torch.device(config.device)
-    measure = _timer(device, config.repeat)
+    timed = _timer(device, config.repeat)
+
+    def measure(fn):  # the median of the repeats (the timer also gives min and max)
+        return timed(fn)[0]
+
     for dtype in (torch.float32, torch.bfloat16):
         logp = torch.log(torch.rand(config.tokens, device=device).clamp(min=1e-6)).to(dtype)
         name = str(dtype).removeprefix("torch.")
