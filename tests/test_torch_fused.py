@@ -184,3 +184,42 @@ def test_a_delta_schedule_recompiles_once_not_per_delta(dtype):
         _assert_float32_promise(lower, ref[0], "lower")
         _assert_float32_promise(upper, ref[1], "upper")
     assert counters["stats"]["unique_graphs"] <= 2
+
+
+def _above_the_simplex_cap(logp: torch.Tensor, upper: torch.Tensor) -> list:
+    """The elements whose upper bound exceeds e^(-log p) = 1/p, decided in
+    mpmath at 40 digits where float64 cannot tell."""
+    x = logp.double().numpy().reshape(-1)
+    r = upper.double().numpy().reshape(-1)
+    cap64 = np.exp(-x)
+    close = np.flatnonzero(r >= cap64 * (1.0 - 1e-12))
+    with mpmath.workdps(40):
+        return [float(x[i]) for i in close if mpmath.mpf(r[i]) > mpmath.exp(-mpmath.mpf(x[i]))]
+
+
+@pytest.mark.parametrize("divergence, delta, span", [("tv", 0.5, 0.69), ("rkl", 5.0, 5.0),
+                                                     ("js", 0.3, 3.0)])
+def test_regression_float32_saturated_upper_exceeded_the_simplex_cap(monkeypatch, divergence,
+                                                                     delta, span):
+    """A saturated float32 upper bound was exp(-log p) rounded to nearest: on
+    about half of the saturated tokens it exceeded 1/p by up to half an ulp
+    (6e-8 relative), against r <= 1/p that float64 keeps exactly. Every
+    float32 path (eager kernel, op by op, compiled, a BandTable) now caps
+    with e^(-log p) rounded down."""
+    logp = -torch.rand(4096, generator=torch.Generator().manual_seed(3)) * span
+    table = bt.BandTable.build(divergence, delta)
+    paths = {"eager kernel": lambda: bt.band_from_logp(logp, delta, divergence),
+             "table": lambda: table(logp),
+             "compiled": lambda: torch.compile(
+                 lambda x: bt.band_from_logp(x, delta, divergence), fullgraph=True)(logp)}
+    for name, call in paths.items():
+        lower, upper = call()
+        assert not _above_the_simplex_cap(logp, upper), name
+    monkeypatch.setattr(device_table, "_kernel", False)
+    lower, upper = bt.band_from_logp(logp, delta, divergence)
+    assert not _above_the_simplex_cap(logp, upper), "op by op"
+    ref = bs.band_from_logp(logp.double().numpy(), delta, divergence)
+    _assert_float32_promise(upper, ref[1], "upper")
+    # the float64 numpy table caps the same way
+    lower64, upper64 = bs.table.evaluate_numpy(table.data, logp.double().numpy())
+    assert not _above_the_simplex_cap(logp.double(), torch.from_numpy(upper64)), "numpy table"

@@ -26,7 +26,7 @@ from .data import (
     check_table,
 )
 
-__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "log_share", "evaluate_numpy"]
+__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "simplex_cap", "log_share", "evaluate_numpy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,7 +36,8 @@ class ArrayOps:
     ``gather(coefficients, k)`` returns c with c[j] the t^j coefficient of
     interval k at every element, in the layout the library stores its
     coefficients in; ``to_index`` casts to int64; ``clamp(x, low, high)``
-    takes Python numbers (None: no bound)."""
+    takes Python numbers (None: no bound); ``eps(x)`` is the machine epsilon
+    of x's dtype, a Python float."""
 
     frexp: Callable
     where: Callable
@@ -50,6 +51,7 @@ class ArrayOps:
     clamp: Callable
     to_index: Callable
     gather: Callable
+    eps: Callable
 
 
 NUMPY_OPS = ArrayOps(
@@ -58,7 +60,8 @@ NUMPY_OPS = ArrayOps(
     clamp=lambda x, low, high: np.clip(x, low, high),
     to_index=lambda x: x.astype(np.int64),
     # coefficients as stored, (intervals, DEGREE + 1): rows, then one array per power
-    gather=lambda coefficients, k: np.moveaxis(coefficients[k], -1, 0))
+    gather=lambda coefficients, k: np.moveaxis(coefficients[k], -1, 0),
+    eps=lambda x: float(np.finfo(x.dtype).eps))
 
 
 def interval_of(ops: ArrayOps, distance):
@@ -97,6 +100,18 @@ def log_share(ops: ArrayOps, side, z):
     return ops.clamp(y, None, 0.0)
 
 
+def simplex_cap(ops: ArrayOps, logp):
+    """At most e^(-log p), the cap 1/p, and within a few ulp of it.
+
+    exp rounds to nearest (ATen's and inductor's float32 exp within an ulp),
+    so fl(e^(-log p)) could exceed 1/p and an upper bound at the cap broke
+    r <= 1/p by up to an ulp. Times (1 - 2 eps) it is 1 to 4 ulp below,
+    never below 1 (the cap at p = 1 is 1 exactly); inf stays inf. The
+    float64 root finder caps the same way (``simplex_cap_from_logp``)."""
+    rounded_down = ops.exp(-logp) * (1.0 - 2.0 * ops.eps(logp))
+    return ops.clamp(rounded_down, 1.0, None)
+
+
 def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: float,
            max_ratio: float):
     """(lower, upper) from log p and q = 1 - p (both given, so that p near 1
@@ -108,7 +123,7 @@ def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: floa
     both bounds say so rather than a number."""
     # z = logit p; clamped so that p = 0 and p = 1 stay finite in the tails
     z = ops.clamp(logp - ops.log(q), -1e30, 1e30)
-    inv_p = ops.exp(-logp)
+    inv_p = simplex_cap(ops, logp)
     upper = ops.minimum(1.0 + ops.exp(log_share(ops, upper_side, z) - logp) * q, inv_p)
     upper = ops.where(z >= upper_side.threshold, inv_p, upper)
     upper = ops.where(logp == -math.inf, math.inf, upper)

@@ -117,7 +117,7 @@ TORCH_OPS = _evaluate_table.ArrayOps(
     frexp=torch.frexp, where=torch.where, floor=torch.floor, abs=torch.abs, exp=torch.exp,
     expm1=expm1, log=torch.log, isnan=torch.isnan, minimum=torch.minimum,
     clamp=lambda x, low, high: x.clamp(low, high), to_index=lambda x: x.long(),
-    gather=_gather)
+    gather=_gather, eps=lambda x: torch.finfo(x.dtype).eps)
 
 
 #: Set BANDSOLVE_TORCH_KERNEL=aten to run eager CPU calls op by op in ATen.
