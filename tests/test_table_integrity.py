@@ -99,6 +99,16 @@ def test_user_divergence_table_needs_the_divergence_to_verify(tmp_path):
     assert table.load(path, verify=False).divergence == "mine"
 
 
+@pytest.mark.parametrize("verify", ["yes", "false", 1, None])
+def test_regression_load_read_a_non_bool_verify_by_its_truth(kl_table, tmp_path, verify):
+    """verify="false" is truthy and verified; verify=0 or None skipped the
+    check a caller may have meant to keep. Only True or False is taken."""
+    path = table.save(kl_table, tmp_path / "kl.npz")
+    with pytest.raises(TypeError, match="verify must be True or False"):
+        table.load(path, verify=verify)
+    assert table.load(path, verify=np.bool_(False)).delta == 0.05
+
+
 def test_torch_band_table_load_verifies(kl_table, tmp_path):
     pytest.importorskip("torch")
     import bandsolve.torch as bt

@@ -182,6 +182,9 @@ def load(path: str | os.PathLike, *, verify: bool = True,
     ValueError
         Not a table, another format version, or an unknown suffix.
     """
+    if not isinstance(verify, bool | np.bool_):
+        # "no" and "false" are truthy: they would have verified silently
+        raise TypeError(f"verify must be True or False (got {verify!r})")
     path = Path(path)
     source = f"table file {str(path)!r}"
     if path.suffix not in (".npz", ".pt"):
