@@ -238,3 +238,39 @@ def test_user_generator_estimated_derivative_at_subnormal_u_is_finite(user_alpha
     and f'(1) = 0 here); the estimate was +inf where u (1 +- h) rounds to u."""
     # the forward difference over [u, u + 6e-6] is off by about sqrt(6e-6) / 0.75
     assert user_alpha_1_5.df(u, u - 1.0, 0.0) == pytest.approx(-2.0, abs=1e-2)
+
+
+@pytest.mark.parametrize("generator, kwargs, message", [
+    # below f(u)/u at some u > 1: wrong for certain, f(u)/u only grows
+    (_lecam, dict(slope_at_infinity=0.3),
+     r"slope_at_infinity of 'g' is 0.3, but f\(6.* is larger"),
+    (lambda u: (u - 1.0) ** 2, dict(slope_at_infinity=1.0), "is larger"),
+    (lambda u: (u - 1.0) ** 2 if u < 10.0 else math.inf, dict(slope_at_infinity=1e6),
+     r"f is \+inf at u = 10.*so lim f\(u\)/u is inf"),
+    # above where f(u)/u settles (Le Cam: 0.5)
+    (_lecam, dict(slope_at_infinity=0.7), r"f\(u\)/u settles to 0.5"),
+    (_lecam, dict(slope_at_infinity=math.inf), r"f\(u\)/u settles to 0.5"),
+    # f(0) below f on (0, 1), or not what f gives at 0
+    (_lecam, dict(f_at_zero=0.3), r"f_at_zero of 'g' is 0.3, but f\(1e-300\) = 0.5 is larger"),
+    (_lecam, dict(f_at_zero=0.7), "f evaluates to 0.5 at u = 0"),
+    (lambda u: (u - 1.0) ** 2 if u > 0.1 else math.inf, dict(f_at_zero=5.0),
+     r"f is \+inf at u = 1e-300, so f\(0\) is inf"),
+])
+def test_regression_a_wrong_given_edge_value_was_trusted(generator, kwargs, message):
+    """from_generator took slope_at_infinity and f_at_zero on trust, and the
+    bounds that use them (subnormal p and 1 - p, the conjugate's tail) were
+    then wrong. Values that f itself contradicts are refused."""
+    with pytest.raises(ValueError, match=message):
+        bs.Divergence.from_generator("g", generator, **kwargs)
+
+
+@pytest.mark.parametrize("generator, kwargs", [
+    (_lecam, dict(slope_at_infinity=0.5, f_at_zero=0.5)),
+    (lambda u: (u - 1.0) ** 2 if u < 10.0 else math.inf, dict(slope_at_infinity=math.inf)),
+    (lambda u: -math.log(u) + u - 1.0, dict(slope_at_infinity=1.0, f_at_zero=math.inf)),
+    (lambda u: (math.sqrt(u) - 1.0) ** 2, dict(slope_at_infinity=1.0, f_at_zero=1.0)),
+    (lambda u: 0.5 * abs(u - 1.0), dict(slope_at_infinity=0.5, f_at_zero=0.5)),
+])
+def test_correct_given_edge_values_are_accepted(generator, kwargs):
+    div = bs.Divergence.from_generator("g", generator, **kwargs)
+    assert div.slope_at_infinity == kwargs["slope_at_infinity"]

@@ -147,6 +147,63 @@ def _check_convex_on_grid(name, f_norm) -> None:
                 f"the chord from u = {u0:.10g} to {u2:.10g} ({chord:.10g}); an f-divergence "
                 "needs a convex f")
 
+def _check_given_edge_values(name, f_user, slope_one, f_linear_removed, f_at_zero,
+                             slope_at_infinity) -> None:
+    """Refuse a given f(0) or f'(inf) that f itself contradicts: they were
+    trusted, and a wrong one gave wrong bounds at subnormal p and 1 - p.
+
+    With its linear term removed, f is convex with its minimum 0 at u = 1, so
+    it decreases on (0, 1) towards f(0) (f(0) >= f(u) there) and f(u)/u
+    increases on (1, inf) towards f'(inf) (f'(inf) >= f(u)/u there): a given
+    value below one of f's own is wrong for certain. Above them, it is
+    refused where f answers more precisely: f(0) evaluates finite, or f(u)/u
+    settles on the ladder (the estimate used when nothing is given)."""
+    def noise(u):  # rounding in f(u) - f'(1) (u - 1)
+        return 1e-9 * (abs(float(f_user(u))) + abs(slope_one * (u - 1.0))) + 1e-300
+
+    if f_at_zero is not None:
+        given = float(f_at_zero)
+        for u in (u for u in _CONVEXITY_GRID if 0.0 < u < 1.0):
+            value = float(f_linear_removed(u, u - 1.0, 0.0))
+            if value == math.inf and given < math.inf:
+                raise ValueError(f"f_at_zero of {name!r} is {given!r}, but f is +inf at "
+                                 f"u = {u:.6g}, so f(0) is inf: pass math.inf, or omit it")
+            if value > given + noise(u):
+                raise ValueError(
+                    f"f_at_zero of {name!r} is {given!r}, but f({u:.6g}) = {value!r} is larger, "
+                    "and f only grows towards u = 0 on (0, 1) (with the linear term "
+                    "f'(1) (u - 1) removed): pass the limit of f(u) as u -> 0, or omit it")
+        at_zero = float(f_linear_removed(0.0, -1.0, 0.0))
+        if math.isfinite(at_zero) and abs(at_zero - given) > noise(0.0) + 1e-9 * abs(given):
+            raise ValueError(f"f_at_zero of {name!r} is {given!r}, but f evaluates to "
+                             f"{at_zero!r} at u = 0: omit f_at_zero, or correct it")
+    if slope_at_infinity is None:
+        return
+    given = float(slope_at_infinity)
+    for u in sorted({*(u for u in _CONVEXITY_GRID if u > 1.0), *_SLOPE_LADDER}):
+        value = float(f_linear_removed(u, u - 1.0, 0.0))
+        if value == math.inf:
+            if u > _U_LINEAR_IF_OVERFLOWS or given == math.inf:
+                continue  # past 1e100: read as an intermediate overflow
+            raise ValueError(
+                f"slope_at_infinity of {name!r} is {given!r}, but f is +inf at u = {u:.6g}, "
+                "so lim f(u)/u is inf: pass math.inf, or omit it")
+        if value > given * u + noise(u):
+            raise ValueError(
+                f"slope_at_infinity of {name!r} is {given!r}, but f({u:.6g}) / {u:.6g} = "
+                f"{value / u!r} is larger, and f(u)/u only grows on (1, inf) (with the linear "
+                "term f'(1) (u - 1) removed): pass lim f(u)/u (math.inf if f grows "
+                "faster than u), or omit it")
+    try:
+        estimate, u_settled = _slope_at_infinity(name, f_linear_removed)
+    except ValueError:
+        return  # f is NaN on the ladder: the given value is what there is
+    if math.isfinite(estimate) and not abs(given - estimate) <= 1e-6 * estimate + 1e-300:
+        raise ValueError(
+            f"slope_at_infinity of {name!r} is {given!r}, but f(u)/u settles to {estimate!r} "
+            f"(to 1e-6, on u = 1e20 to {u_settled:.0e}): omit slope_at_infinity, or correct it")
+
+
 def _slope_at_infinity(name, f_norm) -> tuple[float, float]:
     """(lim f(u)/u, the u from which f is linear to float64 resolution).
 
@@ -278,6 +335,8 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
         return value - slope_one * x
 
     _check_convex_on_grid(name, f_linear_removed)
+    _check_given_edge_values(name, f_user, slope_one, f_linear_removed, f_at_zero,
+                             slope_at_infinity)
     if f_at_zero is None:
         f_at_zero = float(f_linear_removed(0.0, -1.0, 0.0))
         if math.isnan(f_at_zero):
