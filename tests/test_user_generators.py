@@ -274,3 +274,46 @@ def test_regression_a_wrong_given_edge_value_was_trusted(generator, kwargs, mess
 def test_correct_given_edge_values_are_accepted(generator, kwargs):
     div = bs.Divergence.from_generator("g", generator, **kwargs)
     assert div.slope_at_infinity == kwargs["slope_at_infinity"]
+
+
+def _exponential(u):
+    return math.exp(u - 1.0) - u
+
+
+def _exponential_lower_bound(log_p, delta):
+    """The exact lower bound of f(u) = e^(u-1) - u, in mpmath at 60 digits:
+    with q = 1 - p and y = p (1 - r) / q, g = q (e^y - 1 - y) + p (e^(-t) - 1 + t)
+    for t = 1 - r = q y / p."""
+    with mp.workdps(60):
+        p = mp.exp(mp.mpf(log_p))
+        q = -mp.expm1(mp.mpf(log_p))
+
+        def g(y):
+            t = q * y / p
+            return q * (mp.exp(y) - 1 - y) + p * (mp.exp(-t) - 1 + t) - delta
+
+        y = mp.findroot(g, mp.log(delta / q) + 1)
+        return 1 - q * y / p
+
+
+@pytest.mark.parametrize("log_p", [-5e-324, -1e-310, -2e-308])
+@pytest.mark.parametrize("delta", [1e-6, 0.05, 50.0])
+def test_regression_exponential_generator_raised_at_subnormal_one_minus_p(log_p, delta):
+    """e^(u-1) - u at 1 - p below 2.2e-308 meets delta where e^(m/(1-p))
+    is past float64 (true g is not): the solver saw g < delta, then +inf, and
+    raised "evaluates to +inf". By convexity the root lies within a secant's
+    reach of the last finite point, which pins the lower bound: 1 to the
+    last bit, where the exact bound is 1 - 7e-308 or so."""
+    div = bs.Divergence.from_generator("expo", _exponential)
+    lower, upper = bs.band_from_logp(log_p, delta, div)
+    truth = _exponential_lower_bound(log_p, delta)
+    assert abs(float(lower) - truth) <= 4 * ref.EPS, (float(lower), truth)
+    assert float(upper) == 1.0  # 1/p rounds to 1, and 1 <= upper <= 1/p
+
+
+def test_exponential_generator_at_subnormal_p_still_refuses_its_upper_bound():
+    """The upper margin there is m = p (r - 1) with r ~ 712: the secant bracket
+    cannot pin it, and the solver says so instead of guessing."""
+    div = bs.Divergence.from_generator("expo", _exponential)
+    with pytest.raises(BandSolveError, match="evaluates to \\+inf"):
+        bs.band(1e-310, 0.05, div)

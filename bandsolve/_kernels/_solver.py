@@ -42,6 +42,9 @@ _TWO_TO_64 = 18446744073709551616.0
 # Codes from solve_margin: an interior root, the simplex end, no convergence,
 # or a root next to where g overflows float64 (so it may lie further out).
 INTERIOR, SATURATED, FAILED, OVERFLOW = 0, 1, 2, 3
+# After an overflow, a root whose bracket (``margin_past_overflow``) pins only
+# m (the upper bound's output) or only u2 (the lower bound's)
+OVERFLOW_M_PINNED, OVERFLOW_U2_PINNED = 4, 5
 
 #: The per-element status ``band_by_root`` writes (int8), the worse of the
 #: element's two bounds; a bound that failed is NaN. ``band`` raises for a
@@ -239,7 +242,46 @@ def saturation_threshold(upper, delta, theta, f_at_zero):
             lo = mid
 
 
-@template(slots=("DERIVATIVE",), calls=(binary_value, saturates, perspective_exceeds_float64))
+@template(calls=(binary_value,))
+def margin_past_overflow(a, b, delta, theta, x_lo):
+    """(m, u2, code) for a root that lies past x_lo, where g < delta, in a
+    range where g overflowed float64 before reaching delta (a user's
+    exponential generator at subnormal 1 - p: (1 - p) e^(m/(1-p)) meets
+    delta where e^(m/(1-p)) is past float64, and true g is not).
+
+    g is convex in m, so beyond m1 = m(x_lo) it lies above its secant
+    through m1/2 and m1: the root is at most m1 + (delta - g(m1)) (m1/2) /
+    (g(m1) - g(m1/2)), a reach doubled here against rounding in the two g.
+    Where that bracket pins an output as tightly as ``solve_margin``'s
+    stopping rule would, the output is resolved: code INTERIOR (both),
+    OVERFLOW_M_PINNED or OVERFLOW_U2_PINNED (one), else OVERFLOW.
+    """
+    if x_lo <= _X_MIN:  # g was never below delta: no point to extrapolate from
+        return math.nan, math.nan, OVERFLOW
+    s1, sc1 = _sigmoid_pair(x_lo)
+    m1 = b * s1
+    g1 = binary_value(a, b, m1, sc1, -s1, theta)
+    half = 0.5 * s1  # exact: m1/2 = b s1/2, and u2 - 1 = -s1/2
+    g0 = binary_value(a, b, 0.5 * m1, sc1 + half, -half, theta)
+    if not (0.0 <= g0 and g1 < delta and g1 - g0 > 1e-6 * g1):
+        return math.nan, math.nan, OVERFLOW  # the secant is rounding noise
+    reach = 2.0 * (delta - g1) * (0.5 * m1) / (g1 - g0)
+    m_pinned = reach <= m1 * (_PINNED_M / 3.0)
+    u2_reach = reach / b
+    u2_pinned = u2_reach <= sc1 * (_PINNED_U2_REL / 3.0) or u2_reach <= _PINNED_U2_ABS / 3.0
+    m = m1 + 0.5 * reach
+    u2 = sc1 - 0.5 * u2_reach
+    if m_pinned and u2_pinned:
+        return m, u2, INTERIOR
+    if m_pinned:
+        return m, u2, OVERFLOW_M_PINNED
+    if u2_pinned:
+        return m, u2, OVERFLOW_U2_PINNED
+    return m, u2, OVERFLOW
+
+
+@template(slots=("DERIVATIVE",), calls=(binary_value, saturates, perspective_exceeds_float64,
+                                        margin_past_overflow))
 def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start):
     """Largest m in [0, b] with g(m) <= delta.
 
@@ -247,7 +289,8 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
     FAILED (no convergence in _MAX_ITER steps) or OVERFLOW (g evaluated to
     inf just beyond the root found, at a finite argument: the true root may
     lie further out, e.g. a user's alpha-like generator with a > 1 at delta
-    near 1e300; the built-in alpha family's inf is g's own), and
+    near 1e300; the built-in alpha family's inf is g's own; where convexity
+    still pins an output, ``margin_past_overflow``'s code instead), and
     x = log(m / (b - m)) (NaN unless INTERIOR). ``x_start`` is a starting
     point for x, or NaN.
     """
@@ -300,7 +343,10 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
         if (width < 1.0 and 3.0 * width * sc <= _PINNED_M and (
                 3.0 * width * s <= _PINNED_U2_REL or 3.0 * width * s * sc <= _PINNED_U2_ABS)) \
                 or mid == x_lo or mid == x_hi:
-            return m, sc, OVERFLOW if overflow_at_hi else INTERIOR, x
+            if overflow_at_hi:
+                m, sc, code = margin_past_overflow(a, b, delta, theta, x_lo)
+                return m, sc, code, x_lo if code == INTERIOR else math.nan
+            return m, sc, INTERIOR, x
         # Newton step on psi(x) = log g - log delta; d psi/dx = g'(m) m u2 / g.
         if a == 0.0:
             d1 = slope_at_inf
@@ -360,22 +406,35 @@ def solve_margin(a, b, delta, theta, f_at_zero, slope_at_inf, curvature, x_start
 
 @jit
 def _ratio_bounds(p, m_hi, code_hi, u2_lo, code_lo):
-    """(lower, upper, status) from the two margins; a failed bound is NaN."""
+    """(lower, upper, status) from the two margins; a failed bound is NaN.
+    The upper bound reads m and the lower u2: each is resolved by INTERIOR,
+    or after an overflow by the code that pins its own output."""
+    status_hi = _margin_status(code_hi, OVERFLOW_M_PINNED)
+    status_lo = _margin_status(code_lo, OVERFLOW_U2_PINNED)
     if code_hi == SATURATED:
         upper = 1.0 / p
-    elif code_hi >= FAILED:
+    elif status_hi != STATUS_OK:
         upper = math.nan
     else:
         upper = min(1.0 + m_hi / p, 1.0 / p)
     if code_lo == SATURATED:
         lower = 0.0
-    elif code_lo >= FAILED:
+    elif status_lo != STATUS_OK:
         lower = math.nan
     else:
         lower = u2_lo
-    # FAILED -> STATUS_NOT_CONVERGED, OVERFLOW -> STATUS_OVERFLOW
-    status = max(code_hi, code_lo, SATURATED) - SATURATED
-    return lower, upper, status
+    # an overflow outranks a failure to converge, as before
+    return lower, upper, max(status_hi, status_lo)
+
+
+@jit
+def _margin_status(code, pinned_code):
+    """STATUS_* of one margin whose output ``pinned_code`` resolves."""
+    if code == INTERIOR or code == SATURATED or code == pinned_code:
+        return STATUS_OK
+    if code == FAILED:
+        return STATUS_NOT_CONVERGED
+    return STATUS_OVERFLOW
 
 
 @jit
