@@ -34,8 +34,9 @@ def test_band_bounds_softmax_rounding_above_zero_is_the_p_one_band(dtype, above)
 
 def _np_agg(loss, mask, mode):
     """verl's agg_loss written out in numpy (one rank): sequence means over the
-    rows that have a token."""
-    loss = np.where(mask > 0, loss, 0.0)
+    rows that have a token. The mask weighs each token, as verl multiplies by
+    it (verl_F.masked_sum: where(mask != 0, loss, 0) * mask)."""
+    loss = np.where(mask != 0, loss, 0.0) * mask
     tokens = mask.sum(axis=1)
     if mode == "token-mean":
         return loss.sum() / tokens.sum()
@@ -71,6 +72,44 @@ def test_aggregate_with_a_fully_masked_row_excludes_it_as_verl_does(mode):
 def test_aggregate_matches_verls_own_agg_loss_with_empty_rows(mode):
     core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
     loss, mask = _batch_with_an_empty_row()
+    ours = aggregate(torch.tensor(loss), torch.tensor(mask), mode)
+    verls = core_algos.agg_loss(torch.tensor(loss), torch.tensor(mask), mode)
+    assert float(ours) == pytest.approx(float(verls), rel=1e-7)
+
+
+def _batch_with_weights():
+    loss, mask = _batch_with_an_empty_row()
+    mask[0, :3] = (0.5, 0.25, 1.0)  # token weights, as verl multiplies by them
+    mask[2, 4] = 0.125
+    loss[1, 0] = math.nan  # under weight 0: never matters
+    return loss, mask
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_regression_aggregate_read_a_fractional_mask_as_one(mode):
+    """aggregate counted every nonzero mask entry as a whole token (mask.bool()),
+    where verl multiplies the loss by the mask: a weight of 0.5 counted as 1
+    (token-mean -0.4672 where verl's formula gives -0.4445)."""
+    loss, mask = _batch_with_weights()
+    value = float(aggregate(torch.tensor(loss), torch.tensor(mask), mode))
+    assert value == pytest.approx(_np_agg(loss, mask, mode), rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_regression_a_nan_mask_entry_counted_as_a_whole_token(mode):
+    """A NaN in the mask read as True: the loss came out as a number, as if
+    that token had weight 1. verl's product makes it NaN, and so does ours."""
+    loss, mask = _batch_with_an_empty_row()
+    mask[0, 1] = math.nan
+    assert math.isnan(float(aggregate(torch.tensor(loss), torch.tensor(mask), mode)))
+
+
+@pytest.mark.trainers
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_aggregate_matches_verls_own_agg_loss_with_token_weights(mode):
+    core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+    loss, mask = _batch_with_weights()
+    loss = np.nan_to_num(loss)  # verl's sequence modes multiply a NaN by 0
     ours = aggregate(torch.tensor(loss), torch.tensor(mask), mode)
     verls = core_algos.agg_loss(torch.tensor(loss), torch.tensor(mask), mode)
     assert float(ours) == pytest.approx(float(verls), rel=1e-7)

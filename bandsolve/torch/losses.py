@@ -8,7 +8,8 @@ Per token, with r = exp(log_prob - old_log_prob) and [lo, hi] = rule.bounds(old_
     loss = max(-A r, -A clip(r, lo, hi)),  and for A < 0 with dual clip c:  min(loss, -c A).
 
 Aggregation is verl's ``agg_loss`` on one data-parallel rank, every
-``loss_agg_mode`` (fully masked rows count in no sequence mean). As in verl's
+``loss_agg_mode`` (fully masked rows count in no sequence mean), with the mask
+weighing the tokens as verl's does (0/1, or any weights). As in verl's
 own losses, the log-ratio is clamped to [-20, 20] before exp. Values under the
 mask never matter: a NaN old log-probability or advantage of a padded token
 neither raises nor reaches the loss. Metrics are returned as 0-d tensors (no
@@ -68,32 +69,41 @@ class PolicyLossConfig:
 
 
 def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
-    """verl's ``agg_loss`` of a (batch, tokens) loss matrix under a 0/1 mask, on
-    one data-parallel rank: sequence means run over the rows with at least one
-    token. Masked entries never matter, NaN included. An all-masked batch
-    gives 0 (verl divides 0 by 0 there)."""
-    valid = mask.bool()
-    token_loss = torch.where(valid, loss_mat, torch.zeros_like(loss_mat))
+    """verl's ``agg_loss`` of a (batch, tokens) loss matrix on one data-parallel
+    rank. The mask weighs the tokens, as verl multiplies by it: 0/1 (bool,
+    integer or float) as trainers pass it, or any weights; a token's count
+    is its weight. Sequence means run over the rows of positive weight.
+    Entries of weight 0 never matter, NaN included; a NaN weight makes the
+    loss NaN, as in verl. An all-masked batch gives 0 (verl divides 0 by 0
+    there)."""
+    weight = mask.to(loss_mat.dtype)
+    token_loss = torch.where(mask.bool(), loss_mat, torch.zeros_like(loss_mat)) * weight
     if mode == "token-mean":
-        return token_loss.sum() / valid.sum().clamp(min=1)
+        return token_loss.sum() / _nonzero_or_one(weight.sum())
     if mode == "token-sum":
         return token_loss.sum()
-    tokens = valid.sum(dim=-1)
+    tokens = weight.sum(dim=-1)
     per_sequence = token_loss.sum(dim=-1)
     if mode == "seq-mean-token-mean":
-        per_sequence = per_sequence / tokens.clamp(min=1)
+        per_sequence = per_sequence / _nonzero_or_one(tokens)
     loss = per_sequence.sum() / (tokens > 0).sum().clamp(min=1)
     if mode == "seq-mean-token-sum-norm":
         loss = loss / mask.shape[-1]
     return loss
 
 
+def _nonzero_or_one(total: torch.Tensor) -> torch.Tensor:
+    # a sum of weights, 0 only where every weight is: x / 1 keeps that x = 0
+    return torch.where(total == 0, torch.ones_like(total), total)
+
+
 def masked_mean(x, mask):
-    """The mean of x over the tokens where mask is 1, in float32 (0 for none)."""
-    valid = mask.bool()
-    x = torch.where(valid, x.to(torch.float32), torch.zeros((), dtype=torch.float32,
-                                                            device=x.device))
-    return x.sum() / valid.sum().clamp(min=1).to(torch.float32)
+    """The mean of x weighted by mask (a 0/1 mask, or weights, as in
+    :func:`aggregate`), in float32; 0 where every weight is 0."""
+    weight = mask.to(torch.float32)
+    x = torch.where(mask.bool(), x.to(torch.float32), torch.zeros((), dtype=torch.float32,
+                                                                  device=x.device))
+    return (x * weight).sum() / _nonzero_or_one(weight.sum())
 
 
 def _check(log_prob, old_log_prob, advantages, response_mask):
@@ -220,8 +230,9 @@ def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper):
     p = old_log_prob.exp()
     for name, low, high in P_BUCKETS:
         in_bucket = mask.bool() & (p >= low) & (p < high)
-        metrics[f"clipfrac/{name}"] = masked_mean(clipped_high | clipped_low, in_bucket)
+        bucket_weight = torch.where(in_bucket, mask, torch.zeros_like(mask))
+        metrics[f"clipfrac/{name}"] = masked_mean(clipped_high | clipped_low, bucket_weight)
         metrics[f"band_width/{name}"] = masked_mean(torch.nan_to_num(width, posinf=1e30),
-                                                     in_bucket)
+                                                     bucket_weight)
         metrics[f"tokens/{name}"] = in_bucket.sum()
     return metrics
