@@ -77,16 +77,34 @@ def _checked_arguments(delta, divergence, max_ratio):
     return key, float(delta_arr), cap
 
 
+def _delta_tensor(delta) -> torch.Tensor:
+    """delta as a 0-dim float64 CPU tensor for the custom ops, by a product
+    that dynamo's tensorify pass turns into a graph input (torch.scalar_tensor
+    and torch.full specialise on delta). On the CPU whatever the default
+    device, so that reading it back is no device synchronisation."""
+    return torch.ones((), dtype=torch.float64, device="cpu") * delta
+
+
+def _host_value(delta: torch.Tensor) -> float:
+    # a CPU tensor (_delta_tensor): through numpy, not Tensor.__float__, which
+    # is the read back that validate="async" promises never to do on a device
+    return float(delta.numpy())
+
+
 @torch.library.custom_op("bandsolve::band", mutates_args=())
-def _band_op(x: torch.Tensor, delta: float, divergence: str, max_ratio: float,
+def _band_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: float,
              from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
     host work the compiler must not see. Under the compiler the arguments
     arrive unchecked (a delta may be a symbolic float there), so the op checks
     them itself, at run time, with the numpy API's messages. Outputs are
-    contiguous whatever the input's layout, as the fake kernel says."""
-    key, delta, max_ratio = _checked_arguments(delta, divergence,
+    contiguous whatever the input's layout, as the fake kernel says.
+
+    delta comes as a 0-dim float64 CPU tensor, as for ``bandsolve::band_table``:
+    as a float, it made a compiled float64 call recompile for every new delta
+    of a schedule (about 1 s each)."""
+    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
                                                None if max_ratio == math.inf else max_ratio)
     lower, upper = _evaluate(x, delta, key, max_ratio, from_logp, validate)
     return lower.contiguous(), upper.contiguous()
@@ -107,7 +125,7 @@ def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: 
     delta comes as a 0-dim float64 CPU tensor: a float argument of a custom
     op makes inductor specialise the graph on its value, one recompile per
     new delta of a schedule (1-10 s for the fused kernel); a tensor does not."""
-    key, delta, max_ratio = _checked_arguments(float(delta), divergence,
+    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
                                                None if max_ratio == math.inf else max_ratio)
     table = _device_table(key, delta, max_ratio, x.device)
     dtype = table._prepare(x, validate, from_logp)  # type: ignore[arg-type]  # a mode
@@ -164,16 +182,14 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
 
 
 def _built_in(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+    delta_tensor = _delta_tensor(delta)
     if (x.dtype == torch.float64 and x.device.type == "cpu") \
             or not torch.compiler.is_compiling():
         # eager, one op (the table's evaluation inside it runs fused on the
         # CPU); float64 on the CPU is the numpy core, compiled or not
-        return _band_op(x, delta, divergence, cap, from_logp, mode)
+        return _band_op(x, delta_tensor, divergence, cap, from_logp, mode)
     # compiled: the table fetched by one opaque op, evaluated in the graph,
     # where it fuses with the caller's code as a BandTable called there does
-    # delta as a tensor, by a product that dynamo's tensorify pass turns into
-    # a graph input (torch.scalar_tensor / torch.full specialise on delta)
-    delta_tensor = torch.ones((), dtype=torch.float64) * delta
     table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
     return evaluate_packed(x, table, from_logp)
 
