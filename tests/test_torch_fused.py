@@ -227,3 +227,32 @@ def test_regression_float32_saturated_upper_exceeded_the_simplex_cap(monkeypatch
     # the float64 numpy table caps the same way
     lower64, upper64 = bs.table.evaluate_numpy(table.data, logp.double().numpy())
     assert not _above_the_simplex_cap(logp.double(), torch.from_numpy(upper64)), "numpy table"
+
+
+def _above_one_over_p(p: torch.Tensor, upper: torch.Tensor) -> list:
+    """The elements whose upper bound exceeds 1/p, decided in mpmath."""
+    x = p.double().numpy().reshape(-1)
+    r = upper.double().numpy().reshape(-1)
+    close = np.flatnonzero(r >= (1.0 / x) * (1.0 - 1e-5))
+    with mpmath.workdps(40):
+        return [float(x[i]) for i in close if mpmath.mpf(r[i]) * mpmath.mpf(x[i]) > 1]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+def test_regression_float32_band_from_p_was_capped_by_a_rounded_log_p(dtype):
+    """band(p) in float32 took the cap 1/p as e^(-log p) with log p rounded
+    to float32: 16 ulp off, either way, and above 1/p for about 4 in 10
+    saturated tokens (tv, delta 10: 1.1568030e30 at p = 8.6445309e-31, where
+    1/p = 1.1568008e30). The cap now comes from p itself, rounded down."""
+    gen = torch.Generator().manual_seed(5)
+    p = torch.cat([torch.exp(-torch.rand(4000, generator=gen) * 80.0),
+                   torch.rand(1000, generator=gen), torch.tensor([1.0, 8.644530913009224e-31])])
+    p = p.to(dtype)
+    p = p[p > 0]
+    compiled = torch.compile(lambda x: bt.band(x, 10.0, "tv"), fullgraph=True)
+    for name, (lower, upper) in (("eager", bt.band(p, 10.0, "tv")),
+                                 ("table", bt.BandTable.build("tv", 10.0).from_p(p)),
+                                 ("compiled", compiled(p))):
+        finite = torch.isfinite(upper)
+        assert not _above_one_over_p(p[finite], upper[finite]), name
+        assert bool((lower <= 1.0).all() and (upper >= 1.0).all()), name

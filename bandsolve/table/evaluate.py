@@ -26,7 +26,8 @@ from .data import (
     check_table,
 )
 
-__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "simplex_cap", "log_share", "evaluate_numpy"]
+__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "simplex_cap", "simplex_cap_from_p", "log_share",
+           "evaluate_numpy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -108,14 +109,27 @@ def simplex_cap(ops: ArrayOps, logp):
     r <= 1/p by up to an ulp. Times (1 - 2 eps) it is 1 to 4 ulp below,
     never below 1 (the cap at p = 1 is 1 exactly); inf stays inf. The
     float64 root finder caps the same way (``simplex_cap_from_logp``)."""
-    rounded_down = ops.exp(-logp) * (1.0 - 2.0 * ops.eps(logp))
-    return ops.clamp(rounded_down, 1.0, None)
+    return _rounded_down_to_one(ops, ops.exp(-logp))
+
+
+def simplex_cap_from_p(ops: ArrayOps, p):
+    """At most 1/p and within a few ulp of it, from p itself: from log p
+    rounded in float32 (band(p) in torch), e^(-log p) was up to 16 ulp off
+    1/p, either way."""
+    return _rounded_down_to_one(ops, 1.0 / p)
+
+
+def _rounded_down_to_one(ops: ArrayOps, cap):
+    # within an ulp of the cap, times (1 - 2 eps): 1 to 4 ulp below it, and
+    # at least 1 (1/p >= 1); inf, a cap past the dtype's range, stays inf
+    return ops.clamp(cap * (1.0 - 2.0 * ops.eps(cap)), 1.0, None)
 
 
 def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: float,
-           max_ratio: float):
+           max_ratio: float, p=None):
     """(lower, upper) from log p and q = 1 - p (both given, so that p near 1
-    keeps its digits whichever the caller has).
+    keeps its digits whichever the caller has), and p itself where the caller
+    has it (the cap 1/p is then taken from p, not from a rounded log p).
 
     upper: r = 1 + e^y (1 - p) / p below its threshold, 1/p beyond; lower:
     r = -expm1(y) above its threshold, 0 beyond (see ``bandsolve.table``).
@@ -123,7 +137,7 @@ def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: floa
     both bounds say so rather than a number."""
     # z = logit p; clamped so that p = 0 and p = 1 stay finite in the tails
     z = ops.clamp(logp - ops.log(q), -1e30, 1e30)
-    inv_p = simplex_cap(ops, logp)
+    inv_p = simplex_cap(ops, logp) if p is None else simplex_cap_from_p(ops, p)
     upper = ops.minimum(1.0 + ops.exp(log_share(ops, upper_side, z) - logp) * q, inv_p)
     upper = ops.where(z >= upper_side.threshold, inv_p, upper)
     upper = ops.where(logp == -math.inf, math.inf, upper)

@@ -84,7 +84,8 @@ def evaluate_packed(x: torch.Tensor, table: PackedTable, from_logp: bool) -> Ten
     upper = _Side(scalars[2], scalars[3], two_sided[1], coefficients[1])
     return _evaluate_table.bounds(TORCH_OPS, lower, upper, logp, q,
                                   lower_at_one=scalars[4],  # type: ignore[arg-type]
-                                  max_ratio=scalars[5])  # type: ignore[arg-type]
+                                  max_ratio=scalars[5],  # type: ignore[arg-type]
+                                  p=None if from_logp else x)
 
 
 def _gather(coefficients: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
