@@ -96,6 +96,17 @@ def test_regression_aggregate_read_a_fractional_mask_as_one(mode):
 
 
 @pytest.mark.parametrize("mode", LOSS_AGG_MODES)
+def test_regression_a_row_whose_weights_sum_to_zero_stayed_in_the_sequence_sum(mode):
+    """verl's sequence modes keep the rows of positive weight, in the sum as
+    in the count; a row weighted [1, -1, 0, 0, 0] was left out of the count
+    but not the sum (seq-mean-token-mean -0.731 against verl's 0.297)."""
+    loss, mask = _batch_with_an_empty_row()
+    mask[1, :2] = (1.0, -1.0)
+    value = float(aggregate(torch.tensor(loss), torch.tensor(mask), mode))
+    assert value == pytest.approx(_np_agg(loss, mask, mode), rel=1e-12)
+
+
+@pytest.mark.parametrize("mode", LOSS_AGG_MODES)
 def test_regression_a_nan_mask_entry_counted_as_a_whole_token(mode):
     """A NaN in the mask read as True: the loss came out as a number, as if
     that token had weight 1. verl's product makes it NaN, and so does ours."""

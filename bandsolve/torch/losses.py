@@ -74,7 +74,7 @@ def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Te
     integer or float) as trainers pass it, or any weights; a token's count
     is its weight. Sequence means run over the rows of positive weight.
     Entries of weight 0 never matter, NaN included; a NaN weight makes the
-    loss NaN, as in verl. An all-masked batch gives 0 (verl divides 0 by 0
+    loss NaN (verl's sequence modes drop its row instead). An all-masked batch gives 0 (verl divides 0 by 0
     there)."""
     weight = mask.to(loss_mat.dtype)
     token_loss = torch.where(mask.bool(), loss_mat, torch.zeros_like(loss_mat)) * weight
@@ -83,7 +83,9 @@ def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Te
     if mode == "token-sum":
         return token_loss.sum()
     tokens = weight.sum(dim=-1)
-    per_sequence = token_loss.sum(dim=-1)
+    # rows of positive weight only, in the sum as in the count (verl's
+    # seq_mask); a NaN weight stays in the sum, so that the loss says NaN
+    per_sequence = torch.where(tokens <= 0, 0.0, token_loss.sum(dim=-1))
     if mode == "seq-mean-token-mean":
         per_sequence = per_sequence / _nonzero_or_one(tokens)
     loss = per_sequence.sum() / (tokens > 0).sum().clamp(min=1)
