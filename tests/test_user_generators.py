@@ -317,3 +317,27 @@ def test_exponential_generator_at_subnormal_p_still_refuses_its_upper_bound():
     div = bs.Divergence.from_generator("expo", _exponential)
     with pytest.raises(BandSolveError, match="evaluates to \\+inf"):
         bs.band(1e-310, 0.05, div)
+
+
+@pytest.mark.parametrize("slope", [1e9, 1e10, 1e12])
+def test_regression_a_large_linear_term_made_f_read_as_linear(slope):
+    """f = c (u - 1) + |u - 1| passed the linear test (to 1e-9 relative) from
+    c = 1e9 on, and its band became [0, 1/p] = [0, 2] at p = 0.5. With the
+    linear term removed f is |u - 1|, whose band is 1 -+ delta / (2 p)
+    exactly: [0.99, 1.01] at delta = 0.01."""
+    div = bs.Divergence.from_generator("g", lambda u: slope * (u - 1.0) + abs(u - 1.0))
+    lower, upper = bs.band(0.5, 0.01, div)
+    tolerance = 64 * ref.EPS * slope  # the rounding f carries from its linear term
+    assert abs(float(lower) - 0.99) <= tolerance and abs(float(upper) - 1.01) <= tolerance
+
+
+def test_regression_a_large_linear_term_read_as_not_convex():
+    """Removing 1e8 (u - 1) leaves rounding noise of about eps 1e8, which the
+    convexity test (1e-9 relative) read as "not convex" for Hellinger, TV and
+    Le Cam. Its rounding is now allowed for, and the band is Hellinger's to
+    the precision that the linear term leaves (about 1e-7)."""
+    div = bs.Divergence.from_generator(
+        "g", lambda u: 1e8 * (u - 1.0) + (math.sqrt(u) - 1.0) ** 2)
+    got = np.array(bs.band(np.array([0.01, 0.5, 0.9]), 0.01, div))
+    want = np.array(bs.band(np.array([0.01, 0.5, 0.9]), 0.01, "hellinger"))
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)

@@ -103,20 +103,33 @@ def _slope_at_one(f_user) -> float:
     return 0.0 if abs(slope) <= noise else slope
 
 
+_EPS = 2.220446049250313e-16
+
+
+def _linear_term_noise(slope_one: float, u: float) -> float:
+    """The rounding in f(u) - f'(1) (u - 1) that a large linear term brings:
+    c u - c is computed to about eps c (u + 1), not eps c |u - 1|."""
+    return 16.0 * _EPS * abs(slope_one) * (u + 1.0)
+
+
 def _is_affine(f_user, slope_one: float) -> bool:
-    """Whether f is c (u - 1) on the convexity grid, to 1e-9 relative (the
-    convexity test's tolerance): such an f generates the zero divergence."""
+    """Whether f is c (u - 1) on the convexity grid, to the rounding of
+    evaluating it: such an f generates the zero divergence. The test was 1e-9
+    relative, which read 1e9 (u - 1) + |u - 1|, total variation with a linear
+    term, as linear, and its band as [0, 1/p]; it now allows what computing
+    c (u - 1) can round, 64 eps (|f(u)| + |c| (u + 1))."""
     for u in _CONVEXITY_GRID:
         value = float(f_user(u))
         linear = slope_one * (u - 1.0)
         if value == linear:  # also the same infinity, where c (u - 1) overflows
             continue
-        if not abs(value - linear) <= 1e-9 * (abs(value) + abs(linear)) + 1e-300:
+        allowed = 64.0 * _EPS * (abs(value) + abs(slope_one) * (u + 1.0)) + 1e-300
+        if not abs(value - linear) <= allowed:
             return False  # also NaN
     return True
 
 
-def _check_convex_on_grid(name, f_norm) -> None:
+def _check_convex_on_grid(name, f_norm, slope_one: float = 0.0) -> None:
     """Refuse an f that is NaN (or raises) on (0, inf), or that is not convex
     on _CONVEXITY_GRID (beyond rounding): its band would not be the band of
     any f-divergence. +inf is allowed where f is infinite on an interval's
@@ -141,7 +154,11 @@ def _check_convex_on_grid(name, f_norm) -> None:
         points.append((u, value))
     for (u0, f0), (u1, f1), (u2, f2) in zip(points, points[1:], points[2:]):
         chord = f0 + (f2 - f0) * ((u1 - u0) / (u2 - u0))
-        if f1 - chord > 1e-9 * (abs(f0) + abs(f1) + abs(f2)) + 1e-300:
+        # beyond rounding, also that of removing a large linear term (1e8
+        # (u - 1) + |u - 1| was refused as "not convex" by its noise)
+        rounding = 1e-9 * (abs(f0) + abs(f1) + abs(f2)) + sum(
+            _linear_term_noise(slope_one, u) for u in (u0, u1, u2)) + 1e-300
+        if f1 - chord > rounding:
             raise ValueError(
                 f"the generator of {name!r} is not convex: f({u1:.10g}) = {f1:.10g} lies above "
                 f"the chord from u = {u0:.10g} to {u2:.10g} ({chord:.10g}); an f-divergence "
@@ -334,7 +351,7 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
             return math.inf
         return value - slope_one * x
 
-    _check_convex_on_grid(name, f_linear_removed)
+    _check_convex_on_grid(name, f_linear_removed, slope_one)
     _check_given_edge_values(name, f_user, slope_one, f_linear_removed, f_at_zero,
                              slope_at_infinity)
     if f_at_zero is None:
