@@ -203,8 +203,9 @@ def _check_given_edge_values(name, f_user, slope_one, f_linear_removed, f_at_zer
             if u > _U_LINEAR_IF_OVERFLOWS or given == math.inf:
                 continue  # past 1e100: read as an intermediate overflow
             raise ValueError(
-                f"slope_at_infinity of {name!r} is {given!r}, but f is +inf at u = {u:.6g}, "
-                "so lim f(u)/u is inf: pass math.inf, or omit it")
+                f"slope_at_infinity of {name!r} is {given!r}, but f is +inf at u = {u:.6g} "
+                "(its value, or an overflow inside it): a finite slope needs f finite up to "
+                "u = 1e100; pass math.inf if f is infinite there, or scale f down")
         if value > given * u + noise(u):
             raise ValueError(
                 f"slope_at_infinity of {name!r} is {given!r}, but f({u:.6g}) / {u:.6g} = "
