@@ -38,6 +38,7 @@ from types import MappingProxyType
 import numpy as np
 
 from . import api, certificate, convex
+from ._files import atomic_write, output_folder
 from ._progress import Progress
 
 DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
@@ -286,9 +287,7 @@ def markdown(rows) -> str:
 def main(args) -> int:
     if args.out:
         # before a sweep of minutes, not after it
-        os.makedirs(args.out, exist_ok=True)
-        if not os.access(args.out, os.W_OK):
-            raise OSError(f"cannot write to --out {args.out!r}")
+        output_folder(args.out)
     start = time.perf_counter()
     rows = run(progress=not args.quiet)
     table = markdown(rows)
@@ -306,7 +305,7 @@ def main(args) -> int:
           f"no solver solved, whose {sum(r.mpmath_only for r in rows)} fast bounds mpmath "
           f"certified directly; {uncertified} uncertified, {elapsed:.0f} s")
     if args.out:
-        os.makedirs(args.out, exist_ok=True)
+        output_folder(args.out)  # again: it may have gone during the sweep
         header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
                   "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
                   "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
@@ -317,9 +316,9 @@ def main(args) -> int:
                   f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
                   f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
                   f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
-        with open(os.path.join(args.out, "verify.md"), "w") as fh:
+        with atomic_write(os.path.join(args.out, "verify.md")) as fh:
             fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {elapsed:.0f} s\n")
-        with open(os.path.join(args.out, "verify.json"), "w") as fh:
+        with atomic_write(os.path.join(args.out, "verify.json")) as fh:
             json.dump({"passed": ok, "seconds": elapsed,
                        "kkt_tolerance": certificate.KKT_TOLERANCE,
                        "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},

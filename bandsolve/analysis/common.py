@@ -24,6 +24,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .._files import atomic_write  # noqa: E402
+
 
 def nanmean(values, axis=None):
     """np.nanmean without its warning for all-NaN slices (an empty p bucket): NaN."""
@@ -96,7 +98,7 @@ def cluster_bootstrap(per_seed, draws: int = 2000, seed: int = 0) -> tuple[float
 def write_csv(path, results: dict, metrics):
     """One row per (rule, seed, step) with every metric."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["rule", "seed", "step", *metrics])
         for rule, history in results.items():
@@ -140,7 +142,9 @@ def save_figure(fig, out, name):
     for ext in ("png", "pdf"):
         path = os.path.join(out, f"{name}.{ext}")
         # no creation date in the PDF: regenerated figures stay byte-identical
-        fig.savefig(path, dpi=130, metadata={"CreationDate": None} if ext == "pdf" else None)
+        with atomic_write(path, "wb") as fh:
+            fig.savefig(fh, format=ext, dpi=130,
+                        metadata={"CreationDate": None} if ext == "pdf" else None)
         paths.append(path)
     plt.close(fig)
     return paths
@@ -185,10 +189,8 @@ class Jobs:
         if path is None:
             return
         os.makedirs(self.resume, exist_ok=True)  # type: ignore[arg-type]
-        partial = f"{path}.{os.getpid()}.part"
-        with open(partial, "wb") as fh:
+        with atomic_write(path, "wb") as fh:  # a run stopped mid-write leaves no torn entry
             pickle.dump(result, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(partial, path)  # a run stopped mid-write leaves no torn entry
 
 
 #: parts of the package that no task runs (the report and the command line):

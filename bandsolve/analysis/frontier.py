@@ -48,6 +48,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from .._files import atomic_write  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from ..calibrate import calibrate_delta  # noqa: E402
 from ..torch.rules import DCPO, Band, ClipHigher, PPOClip  # noqa: E402
@@ -240,7 +241,7 @@ def verdict(summary, optimizer: str, metric: str) -> dict[str, Any]:
 def write_csv(path: str, rows: list[dict]) -> str:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     fields = ["optimizer", "kind", "rule", "param", "value", "seed", *METRICS]
-    with open(path, "w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         writer = csv.DictWriter(fh, fieldnames=fields)
         writer.writeheader()
         writer.writerows({k: r[k] for k in fields} for r in rows)

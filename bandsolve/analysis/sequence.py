@@ -64,6 +64,7 @@ from torch import nn  # noqa: E402
 from bandsolve.torch import ClipHigher, PPOClip, clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
+from .._files import atomic_write  # noqa: E402
 from .._progress import Progress  # noqa: E402
 from .common import Jobs, mean_and_ci, nanmean, one_thread, paired_difference, run_tasks, save_figure  # noqa: E402
 from .rules import SEQUENCE_RULES, STYLES, band  # noqa: E402
@@ -515,7 +516,7 @@ def write_csv(path, results) -> str:
     import csv
 
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", newline="") as fh:
+    with atomic_write(path, newline="") as fh:
         writer = csv.writer(fh)
         writer.writerow(["rule", "value", "seed", "evaluation", *METRICS])
         for (rule, value), history in results.items():

@@ -9,16 +9,11 @@ _EXPORT_RTOL_LIMIT = 1e-5
 
 
 def _run_export(args):
-    from pathlib import Path
-
     from .. import table
 
-    out = Path(args.out)
-    if out.suffix not in (".npz", ".pt"):
-        raise ValueError(f"unknown table format {out.suffix!r}: use .npz or .pt")
-    # before the build: torch.save names a missing folder in a raw RuntimeError
-    if not out.parent.is_dir():
-        raise ValueError(f"--out {str(out)!r}: the folder {str(out.parent)!r} does not exist")
+    # before the build: a bad suffix or place, or .pt without torch, is said
+    # at once, not after seconds of work
+    table.check_destination(args.out)
     data = table.build(args.divergence, args.delta, max_ratio=args.max_ratio)
     if not data.rtol <= _EXPORT_RTOL_LIMIT:
         # as bandsolve.torch refuses to use it: an exported table is for readers

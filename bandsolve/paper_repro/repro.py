@@ -29,6 +29,7 @@ import bandsolve as bs
 from bandsolve import convex
 from bandsolve.baselines import ppo_bounds
 
+from .._files import atomic_write, output_folder
 from .._progress import Progress
 
 
@@ -558,8 +559,15 @@ def run(args: argparse.Namespace) -> int:
     """The reproduction for parsed options (see :func:`add_arguments`)."""
     report_path = args.out_report or os.path.join(args.out, "REPORT.md")
     figures_dir = args.figures or os.path.join(args.out, "figures")
-    os.makedirs(os.path.dirname(os.path.abspath(report_path)), exist_ok=True)
-    os.makedirs(figures_dir, exist_ok=True)
+    # before any work: a file in the way, or no permission, is said at once
+    output_folder(os.path.dirname(os.path.abspath(report_path)),
+                  "--out-report's folder" if args.out_report else "--out")
+    if os.path.isdir(report_path):
+        raise IsADirectoryError(f"the report {report_path!r} would replace a folder: name a "
+                                "file with --out-report")
+    output_folder(figures_dir, "--figures" if args.figures else "--out's figures folder")
+    if args.resume:
+        output_folder(args.resume, "--resume")
     start = time.perf_counter()
     kept_before = (os.path.isdir(args.resume) and os.listdir(args.resume)) if args.resume else []
     claims = []
@@ -599,7 +607,7 @@ def run(args: argparse.Namespace) -> int:
                        + ["--resume DIR"] * (args.resume is not None))
     resumed = args.resume is not None and not args.skip_dynamics and bool(kept_before)
     text = report(claims, time.perf_counter() - start, link, made, command, resumed)
-    with open(report_path, "w") as fh:
+    with atomic_write(report_path) as fh:
         fh.write(text)
     print(text)
     print(f"wrote {report_path} and the figures in {figures_dir}")

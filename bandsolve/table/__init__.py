@@ -89,6 +89,7 @@ from .formats import (
     FORMAT,
     FORMAT_VERSION,
     MAX_STORED_TOLERANCE,
+    check_destination,
     checksum,
     from_arrays,
     load,
@@ -97,6 +98,7 @@ from .formats import (
 )
 
 __all__ = ["TableSide", "BandTableData", "TableIntegrityError", "build", "save", "load",
+           "check_destination",
            "evaluate_numpy", "to_arrays", "from_arrays", "check_against_solver", "checksum",
            "ATOL", "DEGREE", "OCTAVE_MIN", "OCTAVE_MAX", "PER_OCTAVE", "SEGMENTS",
            "INTERVALS_PER_SIGN", "FORMAT", "FORMAT_VERSION", "MAX_STORED_TOLERANCE"]

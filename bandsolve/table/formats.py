@@ -6,15 +6,15 @@ bounds are not those of a table built here."""
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import os
-import pickle
-import zipfile
 from collections.abc import Mapping
 from pathlib import Path
 
 import numpy as np
 
+from .._files import atomic_write
 from ..divergences import DivergenceLike
 from .certify import check_against_solver, table_divergence
 from .data import (
@@ -147,21 +147,40 @@ def _check_metadata(scalars: dict, source: str) -> None:
                                   "outside [0, 1]")
 
 
-def save(table: BandTableData, path: str | os.PathLike) -> Path:
-    """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch)."""
-    check_table(table)
+def check_destination(path: str | os.PathLike) -> Path:
+    """The table file ``path`` as :func:`save` will write it, or the error it
+    would end in, raised before a table is built: an unknown suffix, ``.pt``
+    without torch, a folder in the way, or a folder that is missing."""
     path = Path(path)
-    arrays = to_arrays(table)
-    if path.suffix == ".npz":
-        with open(path, "wb") as fh:
-            np.savez(fh, **arrays)
-    elif path.suffix == ".pt":
-        import torch
-
-        torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
-                    for k, v in arrays.items()}, path)
-    else:
+    if path.suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+    if path.suffix == ".pt" and importlib.util.find_spec("torch") is None:
+        raise ImportError(f"writing {str(path)!r} as .pt needs torch: pip install "
+                          "\"bandsolve[torch]\", or write the table as .npz (numpy only)")
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write the table {str(path)!r}: it is a folder")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write the table {str(path)!r}: the folder "
+                                f"{str(path.parent)!r} does not exist")
+    return path
+
+
+def save(table: BandTableData, path: str | os.PathLike) -> Path:
+    """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch).
+
+    The file is replaced atomically: a process killed while saving leaves the
+    old file whole, or the new one."""
+    path = check_destination(path)
+    check_table(table)
+    arrays = to_arrays(table)
+    with atomic_write(path, "wb") as fh:
+        if path.suffix == ".npz":
+            np.savez(fh, **arrays)
+        else:
+            import torch
+
+            torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
+                        for k, v in arrays.items()}, fh)
     return path
 
 
@@ -189,34 +208,43 @@ def load(path: str | os.PathLike, *, verify: bool = True,
     source = f"table file {str(path)!r}"
     if path.suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
-    try:
-        if path.suffix == ".npz":
-            # our own handle: np.load(path) leaks its file when the zip is damaged
-            with open(path, "rb") as fh, np.load(fh, allow_pickle=False) as data:
-                arrays = {k: data[k] for k in data.files}
-        else:
+    if path.suffix == ".pt":
+        try:
             import torch
-
-            raw = torch.load(path, map_location="cpu", weights_only=True)
-            if not isinstance(raw, dict):
-                raise TableIntegrityError(
-                    f"{source} is not a bandsolve table: it holds a {type(raw).__name__}, "
-                    "not the dict of arrays that save() writes")
-            arrays = {k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
-                      for k, v in raw.items()}
-    except (OSError, EOFError, ValueError, RuntimeError, zipfile.BadZipFile,
-            pickle.UnpicklingError) as exc:
-        if isinstance(exc, FileNotFoundError | TableIntegrityError):
+        except ImportError:
+            raise ImportError(f"reading {str(path)!r} needs torch: pip install "
+                              "\"bandsolve[torch]\", or export the table as .npz") from None
+    # a missing file, a folder or no permission is the OSError of open(), with
+    # the path; everything after is the file's content
+    with open(path, "rb") as fh:
+        try:
+            if path.suffix == ".npz":
+                # our own handle: np.load(path) leaks its file when the zip is damaged
+                with np.load(fh, allow_pickle=False) as data:
+                    arrays = {k: np.asarray(data[k]) for k in data.files}
+            else:
+                raw = torch.load(fh, map_location="cpu", weights_only=True)
+                if not isinstance(raw, dict):
+                    raise TableIntegrityError(
+                        f"{source} is not a bandsolve table: it holds a {type(raw).__name__}, "
+                        "not the dict of arrays that save() writes")
+                arrays = {k: (v.numpy() if hasattr(v, "numpy") else np.array(v))
+                          for k, v in raw.items()}
+        except TableIntegrityError:
             raise
-        # truncated, byte-flipped or foreign files: each loader has its own
-        # exception; none of them is a table
-        raise TableIntegrityError(f"{source} cannot be read as a table: it is damaged or not "
-                                  f"a bandsolve table ({type(exc).__name__}: {exc})") from exc
+        except Exception as exc:
+            # truncated, byte-flipped or foreign files: the zip reader and the
+            # unpickler raise whatever the damage trips (BadZipFile, EOFError,
+            # UnpicklingError, even IndexError from torch's unpickler); none of
+            # them is a table
+            raise TableIntegrityError(f"{source} cannot be read as a table: it is damaged or "
+                                      f"not a bandsolve table ({type(exc).__name__}: {exc})"
+                                      ) from exc
     try:
         table = from_arrays(arrays, source=source)
     except TableIntegrityError:
         raise
-    except ValueError as exc:  # missing fields, another format: name the file
+    except Exception as exc:  # missing fields, another format, odd shapes: name the file
         raise TableIntegrityError(f"{source}: {exc}") from None
     if verify:
         _check_certificate(table, divergence, source)
