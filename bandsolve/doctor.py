@@ -282,8 +282,8 @@ def _check_numba_cache() -> list:
     checks = []
     env_dir = os.environ.get("NUMBA_CACHE_DIR", "")
     fix = ("set NUMBA_CACHE_DIR to a writable folder (e.g. export "
-           "NUMBA_CACHE_DIR=$HOME/.cache/numba) or install bandsolve where its "
-           "__pycache__ is writable")
+           "NUMBA_CACHE_DIR=$HOME/.cache/numba), or make the user cache folder "
+           "writable: bandsolve never caches inside the installed package")
     disp = next(_kernel_dispatchers(), None)
     if disp is None:
         checks.append(Check("numba cache", False, "no compiled kernel found in bandsolve._kernels",

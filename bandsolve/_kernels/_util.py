@@ -24,6 +24,9 @@ import threading
 
 import numba
 from numba import njit, types
+from numba.core import typeinfer
+
+from ._cache import kernel_cache
 
 if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"
@@ -77,13 +80,34 @@ def jit(*args, **kwargs):
         if not cache:
             return njit(*args, cache=False, **kwargs)(fn)
         try:
-            return njit(*args, cache=True, **kwargs)(fn)
+            disk = kernel_cache(fn)
         except RuntimeError as exc:  # "cannot cache function ...: no locator available"
             if "cannot cache" not in str(exc):
                 raise
             return njit(*args, cache=False, **kwargs)(fn)
+        if disk is None:  # a numba whose cache classes _cache does not know
+            return njit(*args, cache=True, **kwargs)(fn)
+        return _compile_with_cache(fn, disk, args, kwargs)
 
     return decorate
+
+
+def _compile_with_cache(fn, disk, args, kwargs):
+    """What ``njit(*args, cache=True, **kwargs)(fn)`` does, with ``disk`` (a
+    :class:`~._cache.KernelCache`, which heals a damaged entry) in place of
+    numba's own cache: the dispatcher is made lazy, given the cache, and then
+    compiled for the signatures in ``args``, as numba's decorator does."""
+    dispatcher = njit(**kwargs)(fn)
+    if not isinstance(dispatcher, numba.core.dispatcher.Dispatcher):  # NUMBA_DISABLE_JIT
+        return dispatcher
+    dispatcher._cache = disk
+    if args:
+        signatures = args[0] if isinstance(args[0], list | tuple) else [args[0]]
+        with typeinfer.register_dispatcher(dispatcher):
+            for signature in signatures:
+                dispatcher.compile(signature)
+            dispatcher.disable_compile()
+    return dispatcher
 
 
 def parallel_kernel(signature, cache=True):

@@ -1,0 +1,221 @@
+"""The on-disk cache of compiled kernels: numba's, made to heal itself.
+
+numba keeps each compiled function as an index file (``.nbi``) and one data
+file per signature (``.nbc``), and trusts both: one truncated, zeroed or
+overwritten file makes the import of the module that compiles it fail, in
+every process, until someone deletes the file by hand. Trainers share one
+cache between many processes on a node, and a full disk or a bad copy is
+enough. :class:`KernelCache` is numba's ``FunctionCache`` with three changes:
+
+* every file carries a sha256 of its contents, and a data file the key it
+  was saved under, so damage (a flipped bit included) and a data file that a
+  race between processes left under another key are both seen on loading;
+* an entry that cannot be loaded, for whatever reason, is discarded with one
+  :class:`KernelCacheWarning` naming the file and the cache folder, and the
+  kernel is compiled again (and saved again), with the right numbers;
+* an entry that cannot be saved (a full disk) warns and runs from memory.
+
+Where the cache lives: ``NUMBA_CACHE_DIR`` when it is set, else the user's
+cache folder (numba's ``user_cache_dir``, such as ``~/.cache/numba``), never
+inside the installed package. The files are named ``*.checked.nbi`` and
+``*.checked.*.nbc``, so numba's own unchecked files (from older versions of
+bandsolve) are never read.
+
+This relies on numba's cache classes, which numba does not document as
+public; :func:`kernel_cache` returns None where they differ from what this
+module expects, and the kernel then caches as plain numba does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import hashlib
+import io
+import os
+import pickle
+import warnings
+
+import numba
+
+__all__ = ["KernelCacheWarning", "kernel_cache"]
+
+#: a version tag inside every index: another format or numba version is stale, not damaged
+_FORMAT = ("bandsolve-checked-cache", 1, numba.__version__)
+_DIGEST_BYTES = hashlib.sha256().digest_size
+
+
+class KernelCacheWarning(RuntimeWarning):
+    """A compiled-kernel cache entry could not be loaded or saved; bandsolve
+    compiled the kernel again (or ran it from memory) and goes on."""
+
+
+class _DamagedEntry(Exception):
+    """A cache file whose contents are not what was written (not an OSError,
+    which numba reads as "the file went away")."""
+
+    def __init__(self, path: str, reason: str):
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+def _seal(payload: bytes) -> bytes:
+    return hashlib.sha256(payload).digest() + payload
+
+
+def _unseal(raw: bytes, path: str) -> bytes:
+    digest, payload = raw[:_DIGEST_BYTES], raw[_DIGEST_BYTES:]
+    if len(raw) < _DIGEST_BYTES or hashlib.sha256(payload).digest() != digest:
+        raise _DamagedEntry(path, f"its checksum does not match its {len(raw)} bytes")
+    return payload
+
+
+try:  # the parts of numba this module builds on; absent or renamed: plain caching
+    from numba.core import caching as _caching
+
+    _UserProvided = getattr(_caching, "UserProvidedCacheLocator", None) \
+        or _caching._UserProvidedCacheLocator
+    _UserWide = getattr(_caching, "UserWideCacheLocator", None) \
+        or _caching._UserWideCacheLocator
+    _FunctionCache = _caching.FunctionCache
+    _IndexDataCacheFile = _caching.IndexDataCacheFile
+    _CompileResultCacheImpl = _caching.CompileResultCacheImpl
+except (ImportError, AttributeError):  # pragma: no cover - another numba
+    _caching = None
+
+
+if _caching is not None:
+
+    class _Impl(_CompileResultCacheImpl):
+        # NUMBA_CACHE_DIR, else the user-wide folder: not numba's default
+        # first choice, the __pycache__ beside the source, which for an
+        # installed package is inside site-packages
+        _locator_classes = [_UserProvided, _UserWide]
+
+    class _CheckedFile(_IndexDataCacheFile):
+        """numba's index and data files, sealed with a sha256."""
+
+        def __init__(self, cache_path, filename_base, source_stamp):
+            base = f"{filename_base}.checked"
+            super().__init__(cache_path, base, source_stamp)
+            self._version = _FORMAT
+            self.data_glob = os.path.join(glob.escape(cache_path), glob.escape(base) + ".*.nbc")
+
+        @property
+        def index_path(self) -> str:
+            return self._index_path
+
+        def save(self, key, data):
+            super().save(key, (key, data))
+
+        def load(self, key):
+            entry = super().load(key)
+            if entry is None:
+                return None
+            stored_key, data = entry
+            # two processes saving different signatures at once can leave the
+            # index naming a data file the other one wrote: a miss, not a load
+            return data if stored_key == key else None
+
+        def _save_index(self, overloads):
+            body = pickle.dumps(self._version, protocol=-1) \
+                + self._dump((self._source_stamp, overloads))
+            with self._open_for_write(self._index_path) as fh:
+                fh.write(_seal(body))
+            _caching._cache_log("[cache] index saved to %r", self._index_path)
+
+        def _load_index(self):
+            try:
+                with open(self._index_path, "rb") as fh:
+                    raw = fh.read()
+            except FileNotFoundError:
+                return {}
+            stream = io.BytesIO(_unseal(raw, self._index_path))
+            try:
+                if pickle.load(stream) != self._version:
+                    return {}  # another format or numba: stale, rewritten on saving
+                stamp, overloads = pickle.loads(stream.read())
+            except Exception as exc:  # sealed but unreadable: written by something else
+                raise _DamagedEntry(self._index_path, f"{type(exc).__name__}: {exc}") from exc
+            _caching._cache_log("[cache] index loaded from %r", self._index_path)
+            return overloads if stamp == self._source_stamp else {}
+
+        def _save_data(self, name, data):
+            with self._open_for_write(self._data_path(name)) as fh:
+                fh.write(_seal(self._dump(data)))
+            _caching._cache_log("[cache] data saved to %r", self._data_path(name))
+
+        def _load_data(self, name):
+            path = self._data_path(name)
+            with open(path, "rb") as fh:
+                raw = fh.read()
+            try:
+                data = pickle.loads(_unseal(raw, path))
+            except _DamagedEntry:
+                raise
+            except Exception as exc:
+                raise _DamagedEntry(path, f"{type(exc).__name__}: {exc}") from exc
+            _caching._cache_log("[cache] data loaded from %r", path)
+            return data
+
+    class KernelCache(_FunctionCache):
+        """numba's per-function cache, sealed, and healing where it cannot load."""
+
+        _impl_class = _Impl
+
+        def __init__(self, py_func):
+            super().__init__(py_func)
+            self._cache_file = _CheckedFile(self._cache_path, self._impl.filename_base,
+                                            self._impl.locator.get_source_stamp())
+
+        def load_overload(self, sig, target_context):
+            try:
+                return super().load_overload(sig, target_context)
+            except Exception as exc:  # any entry that cannot be loaded is compiled again
+                self._discard(exc)
+                return None
+
+        def save_overload(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            except _DamagedEntry as exc:  # the index was damaged since it was read
+                self._discard(exc)
+                self._try_save(sig, data)
+            except Exception as exc:
+                self._not_saved(exc)
+
+        def _try_save(self, sig, data):
+            try:
+                super().save_overload(sig, data)
+            except Exception as exc:
+                self._not_saved(exc)
+
+        def _discard(self, exc: Exception) -> None:
+            files = self._cache_file
+            where = exc.path if isinstance(exc, _DamagedEntry) else files.index_path
+            reason = exc.reason if isinstance(exc, _DamagedEntry) else \
+                f"{type(exc).__name__}: {exc}"
+            for path in [files.index_path, *glob.glob(files.data_glob)]:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            warnings.warn(f"bandsolve: the compiled-kernel cache entry {where} could not be "
+                          f"loaded ({reason}); discarded it and compiled the kernel again. "
+                          f"Cache folder: {self._cache_path}", KernelCacheWarning, stacklevel=2)
+
+        def _not_saved(self, exc: Exception) -> None:
+            # one message per folder and reason (the warnings registry keeps it
+            # from repeating for each kernel)
+            warnings.warn(f"bandsolve: could not save compiled kernels in the cache folder "
+                          f"{self._cache_path} ({type(exc).__name__}); they run from memory "
+                          "and compile again in the next process", KernelCacheWarning,
+                          stacklevel=2)
+
+
+def kernel_cache(py_func):
+    """The :class:`KernelCache` of ``py_func``, or None where numba's cache
+    classes are not the ones this module builds on. Raises numba's
+    ``RuntimeError("cannot cache ...")`` where no cache folder is writable."""
+    if _caching is None:  # pragma: no cover - another numba
+        return None
+    return KernelCache(py_func)
