@@ -35,6 +35,7 @@ import io
 import os
 import pickle
 import warnings
+from typing import Any
 
 import numba
 
@@ -71,9 +72,16 @@ def _unseal(raw: bytes, path: str) -> bytes:
     return payload
 
 
+# numba's classes (Any to mypy, which does not follow numba)
+_UserProvided: Any
+_UserWide: Any
+_FunctionCache: Any
+_IndexDataCacheFile: Any
+_CompileResultCacheImpl: Any
 try:  # the parts of numba this module builds on; absent or renamed: plain caching
-    from numba.core import caching as _caching
+    from numba.core import caching as _numba_caching
 
+    _caching: Any = _numba_caching
     _UserProvided = getattr(_caching, "UserProvidedCacheLocator", None) \
         or _caching._UserProvidedCacheLocator
     _UserWide = getattr(_caching, "UserWideCacheLocator", None) \
