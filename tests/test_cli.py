@@ -2,6 +2,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 import bandsolve as bs
 from bandsolve.cli import main
@@ -70,3 +71,48 @@ def test_bounds_command_imports_no_cvxpy_mpmath_matplotlib_or_tqdm():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     assert out.splitlines()[-1] == "[]", out
+
+
+# --- bad destinations: a clean error that names the path, before any work (issue 34) ----
+
+
+def _fail_if_built(monkeypatch):
+    from bandsolve import table
+
+    monkeypatch.setattr(table, "build", lambda *a, **k: pytest.fail("the table was built"))
+
+
+@pytest.mark.parametrize("suffix", [".npz", ".pt"])
+def test_export_onto_a_folder_names_the_path_before_building(suffix, tmp_path, capsys,
+                                                             monkeypatch):
+    """A .pt export to a folder gave torch's raw RuntimeError traceback."""
+    pytest.importorskip("torch")
+    _fail_if_built(monkeypatch)
+    (tmp_path / f"t{suffix}").mkdir()
+    assert main(["export", "--out", str(tmp_path / f"t{suffix}")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bandsolve: error:") and f"t{suffix}" in err and "is a folder" in err
+    assert main(["export", "--out", str(tmp_path / "missing" / f"t{suffix}")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_export_pt_without_torch_names_the_extra_before_building(tmp_path, capsys, monkeypatch):
+    """It built the whole table first, then printed only "No module named 'torch'"."""
+    monkeypatch.setitem(sys.modules, "torch", None)
+    _fail_if_built(monkeypatch)
+    assert main(["export", "--out", str(tmp_path / "t.pt")]) == 2
+    err = capsys.readouterr().err
+    assert 'bandsolve[torch]' in err and ".npz" in err
+    assert not (tmp_path / "t.pt").exists()
+
+
+@pytest.mark.parametrize("command", ["repro", "verify"])
+def test_out_naming_an_existing_file_is_a_clean_error(command, tmp_path, capsys):
+    """Both printed a bare "[Errno 17] File exists"."""
+    taken = tmp_path / "taken"
+    taken.write_text("mine")
+    args = [command, "--out", str(taken)] + (["--quiet"] if command == "verify" else [])
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and str(taken) in err and "is a file, not a folder" in err
+    assert taken.read_text() == "mine"

@@ -12,9 +12,10 @@ Threads, processes and the on-disk cache
   says otherwise, bandsolve asks numba for a fork-safe layer (TBB where it is
   loadable, else workqueue), and :func:`parallel_kernel` serialises launches
   with one lock: each launch already uses every core.
-* The on-disk cache needs a writable folder (beside the source, else the
-  user's cache folder). Where there is none, as in a read-only install under
-  a read-only home, kernels compile in memory instead of failing at import.
+* The on-disk cache (``_cache``: ``NUMBA_CACHE_DIR``, else the user's cache
+  folder; it heals a damaged entry) needs a writable folder. Where there is
+  none, as in a read-only install under a read-only home, kernels compile in
+  memory instead of failing at import.
 """
 
 import functools

@@ -44,6 +44,9 @@ def add(sub) -> None:
                             description="Run the reproduction: the paper's theory claims, "
                                         "figures 1 and 2, the small dynamics study (quick "
                                         "unless --full), and a REPORT.md. Everything goes "
-                                        "under --out; nothing is written into the package.")
+                                        "under --out; nothing is written into the package "
+                                        "(compiled kernels are cached in NUMBA_CACHE_DIR if "
+                                        "set, else in the user cache folder, such as "
+                                        "~/.cache/numba).")
     add_arguments(parser)
     parser.set_defaults(run=_run)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import math
 import os
 from collections.abc import Mapping
@@ -165,6 +166,40 @@ def check_destination(path: str | os.PathLike) -> Path:
     return path
 
 
+#: Both formats are zip files. Their last bytes, the zip comment, hold
+#: ``bandsolve-sha256:`` and the hex sha256 of every byte before the comment's
+#: length: a change to any byte of the file (a zip timestamp, padding that no
+#: reader looks at) is seen, where the checksum of the fields sees only
+#: what the readers parse. Zip readers (numpy, torch, unzip) ignore the comment.
+_SEAL = b"bandsolve-sha256:"
+_SEAL_BYTES = len(_SEAL) + 64
+
+
+def _seal(archive: bytes) -> bytes:
+    """``archive`` (a zip file with no comment) with the sha256 comment."""
+    if archive[-2:] != b"\0\0":  # pragma: no cover - numpy and torch write no comment
+        raise RuntimeError("the table's zip archive already has a comment")
+    body = archive[:-2]
+    comment = _SEAL + hashlib.sha256(body).hexdigest().encode()
+    return body + len(comment).to_bytes(2, "little") + comment
+
+
+def _check_seal(raw: bytes, source: str) -> None:
+    """Raise TableIntegrityError unless the file's sha256 comment matches its
+    bytes. A file with no comment at all (written before the seal) is left to
+    the field checksum."""
+    if raw[-2:] == b"\0\0":
+        return
+    end = len(raw) - _SEAL_BYTES
+    if end >= 2 and raw[end - 2:end] == _SEAL_BYTES.to_bytes(2, "little") \
+            and raw[end:end + len(_SEAL)] == _SEAL \
+            and raw[end + len(_SEAL):] == hashlib.sha256(raw[:end - 2]).hexdigest().encode():
+        return
+    raise TableIntegrityError(f"{source} was modified or corrupted: its sha256 does not match "
+                              "its bytes (it is damaged, truncated or not a bandsolve table). "
+                              "Export the table again with bandsolve export")
+
+
 def save(table: BandTableData, path: str | os.PathLike) -> Path:
     """Write ``table`` as ``.npz`` (numpy) or ``.pt`` (torch, needs torch).
 
@@ -173,14 +208,16 @@ def save(table: BandTableData, path: str | os.PathLike) -> Path:
     path = check_destination(path)
     check_table(table)
     arrays = to_arrays(table)
-    with atomic_write(path, "wb") as fh:
-        if path.suffix == ".npz":
-            np.savez(fh, **arrays)
-        else:
-            import torch
+    archive = io.BytesIO()
+    if path.suffix == ".npz":
+        np.savez(archive, **arrays)
+    else:
+        import torch
 
-            torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
-                        for k, v in arrays.items()}, fh)
+        torch.save({k: (torch.from_numpy(v) if v.dtype.kind == "f" and v.ndim else v.item())
+                    for k, v in arrays.items()}, archive)
+    with atomic_write(path, "wb") as fh:
+        fh.write(_seal(archive.getvalue()))
     return path
 
 
@@ -216,7 +253,10 @@ def load(path: str | os.PathLike, *, verify: bool = True,
                               "\"bandsolve[torch]\", or export the table as .npz") from None
     # a missing file, a folder or no permission is the OSError of open(), with
     # the path; everything after is the file's content
-    with open(path, "rb") as fh:
+    with open(path, "rb") as file:
+        raw = file.read()
+    _check_seal(raw, source)
+    with io.BytesIO(raw) as fh:
         try:
             if path.suffix == ".npz":
                 # our own handle: np.load(path) leaks its file when the zip is damaged
