@@ -4,6 +4,7 @@ paper_repro rows on a tiny configuration."""
 
 import csv
 import dataclasses
+import pickle
 
 import numpy as np
 import pytest
@@ -383,6 +384,23 @@ def test_run_tasks_keeps_no_partial_or_unnamed_result(tmp_path):
     CALLS.clear()
     common.run_tasks(_square_and_count, [5], jobs)
     assert CALLS == [5]
+
+
+@pytest.mark.parametrize("damage", [b"", b"\x80\x05garbage", b"\0" * 64])
+def test_run_tasks_runs_again_a_damaged_kept_result(tmp_path, damage):
+    """A kept result damaged on disk stopped every later --resume with an
+    UnpicklingError or EOFError; it is now removed with a warning and rerun."""
+    jobs = common.Jobs(1, resume=str(tmp_path / "kept"))
+    common.run_tasks(_square_and_count, [3, 4], jobs)
+    (kept,) = [p for p in (tmp_path / "kept").iterdir() if p.read_bytes() == pickle.dumps(
+        16, protocol=pickle.HIGHEST_PROTOCOL)]
+    kept.write_bytes(damage)
+    CALLS.clear()
+    with pytest.warns(RuntimeWarning, match="cannot be read"):
+        assert common.run_tasks(_square_and_count, [3, 4], jobs) == [9, 16]
+    assert CALLS == [4]
+    CALLS.clear()
+    assert common.run_tasks(_square_and_count, [3, 4], jobs) == [9, 16] and CALLS == []
 
 
 def test_sequence_resumed_in_processes_equals_a_fresh_run(tmp_path):

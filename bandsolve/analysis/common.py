@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import pathlib
 import pickle
+import warnings
 from concurrent.futures import ProcessPoolExecutor, as_completed
 
 import matplotlib
@@ -177,12 +178,22 @@ class Jobs:
         return os.path.join(self.resume, f"{function.__name__}-{digest.hexdigest()[:32]}.pkl")
 
     def load(self, function, task):
-        """The kept result of ``function(task)``, or None."""
+        """The kept result of ``function(task)``, or None. A kept result that
+        cannot be read (damaged on disk) is removed with a warning, and the
+        task runs again."""
         path = self._path(function, task)
         if path is None or not os.path.exists(path):
             return None
-        with open(path, "rb") as fh:
-            return pickle.load(fh)
+        try:
+            with open(path, "rb") as fh:
+                return pickle.load(fh)
+        except Exception as exc:  # truncated, zeroed, foreign: whatever unpickling trips on
+            warnings.warn(f"bandsolve: the kept result {path} cannot be read "
+                          f"({type(exc).__name__}: {exc}); removed it, and the task runs "
+                          "again", RuntimeWarning, stacklevel=2)
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            return None
 
     def keep(self, function, task, result) -> None:
         path = self._path(function, task)
