@@ -27,11 +27,9 @@ unverified (the convex path's limit, not a discrepancy).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -283,53 +281,39 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
-    if args.out:
-        # before a sweep of minutes, not after it
-        os.makedirs(args.out, exist_ok=True)
-        if not os.access(args.out, os.W_OK):
-            raise OSError(f"cannot write to --out {args.out!r}")
-    start = time.perf_counter()
-    rows = run(progress=not args.quiet)
-    table = markdown(rows)
-    print(table)
-    for r in rows:
-        for line in (r.breaches[:3] + [f"unverified: {f}" for f in r.failures[:3]]):
-            print(f"  {r.divergence}: {line}")
-    elapsed = time.perf_counter() - start
+def summary(rows, seconds: float) -> str:
+    """The verdict line: PASS or FAIL, and how many bounds were certified how."""
     ok = all(r.passed for r in rows)
     unsolved = sum(len(r.failures) for r in rows)
     uncertified = sum(r.uncertified for r in rows)
-    print(f"\n{'PASS' if ok else 'FAIL'}: {len(rows)} divergences, "
-          f"{sum(r.bounds - r.uncertified for r in rows)} of {sum(r.bounds for r in rows)} "
-          f"bounds certified, {sum(r.solves for r in rows)} convex solves; {unsolved} programs "
-          f"no solver solved, whose {sum(r.mpmath_only for r in rows)} fast bounds mpmath "
-          f"certified directly; {uncertified} uncertified, {elapsed:.0f} s")
-    if args.out:
-        os.makedirs(args.out, exist_ok=True)
-        header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
-                  "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
-                  "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
-                  "|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300); certified width "
-                  "(hi - lo) of the interval proved to hold the true bound. A divergence passes "
-                  "when every fast bound lies in its certified interval, and widths and "
-                  "discrepancies stay within its tolerance.\n\n"
-                  f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
-                  f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
-                  f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
-        with open(os.path.join(args.out, "verify.md"), "w") as fh:
-            fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {elapsed:.0f} s\n")
-        with open(os.path.join(args.out, "verify.json"), "w") as fh:
-            json.dump({"passed": ok, "seconds": elapsed,
-                       "kkt_tolerance": certificate.KKT_TOLERANCE,
-                       "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},
-                      fh, indent=2, default=float)
-        print(f"wrote {os.path.join(args.out, 'verify.md')} and verify.json")
-    return 0 if ok else 1
+    return (f"{'PASS' if ok else 'FAIL'}: {len(rows)} divergences, "
+            f"{sum(r.bounds - r.uncertified for r in rows)} of {sum(r.bounds for r in rows)} "
+            f"bounds certified, {sum(r.solves for r in rows)} convex solves; {unsolved} programs "
+            f"no solver solved, whose {sum(r.mpmath_only for r in rows)} fast bounds mpmath "
+            f"certified directly; {uncertified} uncertified, {seconds:.0f} s")
 
 
-def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    """Declare ``bandsolve verify`` (as :mod:`bandsolve.cli.verify` does)."""
-    from .cli.verify import add
-
-    add(sub)
+def write_report(out: str, rows, seconds: float) -> tuple[str, str]:
+    """Write ``verify.md`` and ``verify.json`` into the folder ``out``
+    (created if missing); returns their paths."""
+    table = markdown(rows)
+    ok = all(r.passed for r in rows)
+    os.makedirs(out, exist_ok=True)
+    header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
+              "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
+              "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
+              "|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300); certified width "
+              "(hi - lo) of the interval proved to hold the true bound. A divergence passes "
+              "when every fast bound lies in its certified interval, and widths and "
+              "discrepancies stay within its tolerance.\n\n"
+              f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
+              f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
+              f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
+    with open(os.path.join(out, "verify.md"), "w") as fh:
+        fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {seconds:.0f} s\n")
+    with open(os.path.join(out, "verify.json"), "w") as fh:
+        json.dump({"passed": ok, "seconds": seconds,
+                   "kkt_tolerance": certificate.KKT_TOLERANCE,
+                   "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},
+                  fh, indent=2, default=float)
+    return os.path.join(out, "verify.md"), os.path.join(out, "verify.json")

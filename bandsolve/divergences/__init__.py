@@ -15,8 +15,8 @@ Built in, by name: ``kl``, ``rkl``, ``tv``, ``chi2``, ``neyman_chi2``,
 """
 
 from ._record import Divergence, DivergenceLike, LogForm, MpGenerator, VectorForms
-from ._registry import BUILTIN_DIVERGENCES, get_divergence
+from ._registry import BUILTIN_DIVERGENCES, BUILTIN_NAMES, get_divergence
 from .alpha import alpha_divergence
 
 __all__ = ["Divergence", "DivergenceLike", "LogForm", "MpGenerator", "VectorForms",
-           "BUILTIN_DIVERGENCES", "alpha_divergence", "get_divergence"]
+           "BUILTIN_DIVERGENCES", "BUILTIN_NAMES", "alpha_divergence", "get_divergence"]
