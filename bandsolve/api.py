@@ -39,9 +39,9 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     delta : array_like
         Trust-region radius, > 0. Broadcasts with ``p`` like a ufunc.
     divergence : str or Divergence
-        ``"kl"`` (KL(pi_old||pi_new), the paper's choice), ``"rkl"``, ``"tv"``,
-        ``"chi2"``, ``"neyman_chi2"``, ``"hellinger"``, ``"js"``,
-        ``"alpha:<a>"``, or a :class:`~bandsolve.Divergence`.
+        A built-in's name (``bandsolve.BUILTIN_DIVERGENCES``; ``"kl"``,
+        KL(pi_old||pi_new), is the paper's choice), ``"alpha:<a>"``, or a
+        :class:`~bandsolve.Divergence`.
     max_ratio : float, optional
         Cap on the upper bound (the paper's runs use 10). A policy of the
         caller, not part of the band; must be >= 1.

@@ -249,10 +249,11 @@ def _kernel_dispatchers():
     """numba dispatchers of bandsolve's kernels (the ones behind ``band``)."""
     from numba.core.registry import CPUDispatcher
 
+    from .divergences import BUILTIN_NAMES
+
     modules = [f"bandsolve._kernels.{name}" for name in ("_scan", "_solver", "_warm_start")]
     # the built-in generators and closed forms live with their families
-    modules += [f"bandsolve.divergences.{name}" for name in (
-        "kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js", "alpha")]
+    modules += [f"bandsolve.divergences.{name}" for name in (*BUILTIN_NAMES, "alpha")]
     for mod_name in modules:
         try:
             mod = _import_module(mod_name)

@@ -37,25 +37,27 @@ import numpy as np
 
 from . import api, certificate, convex
 from ._progress import Progress
+from .divergences import SAMPLE_NAMES, get_divergence
 
-DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
-               "alpha:0.5", "alpha:2", "alpha:-1")
+#: the sweep's divergences: every built-in, and alpha at its sample parameters
+DIVERGENCES = SAMPLE_NAMES
 P_SWEEP = tuple(np.r_[np.logspace(-6, np.log10(0.5), 10), 1 - np.logspace(-6, -1, 5), 1.0])
 DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)
 
+
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
     """The certified accuracy the sweep demands of the convex path, in units
-    of min(r, |r - 1|), by sweep case (a name of :data:`DIVERGENCES`).
+    of min(r, |r - 1|), by divergence name.
 
-    ``binary``: the 1-d programs' tolerance per case, ``default`` for a case
-    not listed; the full-vocabulary programs get ``vocabulary_factor`` times
-    that, and at least ``vocabulary_floor``.
+    The 1-d programs' tolerance is the divergence's own
+    ``Divergence.verify_tolerance`` unless ``binary`` overrides it for that
+    name; the full-vocabulary programs get ``vocabulary_factor`` times it,
+    and at least ``vocabulary_floor``.
     """
 
-    binary: Mapping[str, float]
-    default: float = 1e-7
+    binary: Mapping[str, float] = dataclasses.field(default_factory=dict)
     vocabulary_factor: float = 10.0
     vocabulary_floor: float = 1e-6
 
@@ -66,24 +68,25 @@ class Tolerances:
         return self.binary_for(name)
 
     def binary_for(self, name: str) -> float:
-        """The binary programs' tolerance for a sweep case."""
-        return self.binary.get(name, self.default)
+        """The binary programs' tolerance for a divergence name."""
+        if name in self.binary:
+            return self.binary[name]
+        return get_divergence(name).verify_tolerance
 
     def vocabulary_for(self, name: str) -> float:
-        """The full-vocabulary programs' tolerance for a sweep case."""
+        """The full-vocabulary programs' tolerance for a divergence name."""
         return max(self.vocabulary_factor * self.binary_for(name), self.vocabulary_floor)
 
 
-#: The defaults: the largest certified width (and discrepancy) measured on the
-#: default sweep with ``convex.SOLVER_LADDER``, rounded up with 3x to 10x
-#: headroom. Measured: 3e-9 (1e-9 for kl, tv) on the binary programs, 1e-8 for
-#: chi2 and alpha:0.5; the vocabulary programs up to 3e-8 (alpha:2), and 3.2e-7
-#: certified width for kl's lower bound 3.8e-5 on a near-uniform vocabulary of
-#: 1,000 tokens (Clarabel ends 'optimal' only at 1e-9 tolerances there), hence
-#: 10x the binary tolerance and at least 1e-6 for them.
-TOLERANCES = Tolerances({"kl": 1e-8, "rkl": 3e-8, "tv": 1e-8, "chi2": 1e-7,
-                         "neyman_chi2": 3e-8, "hellinger": 3e-8, "js": 3e-8,
-                         "alpha:0.5": 1e-7, "alpha:2": 3e-7, "alpha:-1": 3e-8})
+#: The defaults: each divergence's ``verify_tolerance``, the largest certified
+#: width (and discrepancy) measured on the default sweep with
+#: ``convex.SOLVER_LADDER``, rounded up with 3x to 10x headroom. Measured: 3e-9
+#: (1e-9 for kl, tv) on the binary programs, 1e-8 for chi2 and alpha:0.5; the
+#: vocabulary programs up to 3e-8 (alpha:2), and 3.2e-7 certified width for
+#: kl's lower bound 3.8e-5 on a near-uniform vocabulary of 1,000 tokens
+#: (Clarabel ends 'optimal' only at 1e-9 tolerances there), hence 10x the
+#: binary tolerance and at least 1e-6 for them.
+TOLERANCES = Tolerances()
 #: where the certificate must place the fast value: within this (times
 #: min(r, |r - 1|)) of its interval, the fast backend's own accuracy
 FAST_SLACK = 1e-12

@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from types import MappingProxyType
 
 from ._record import Divergence, DivergenceLike
-from .alpha import alpha_divergence
+from .alpha import SAMPLES, alpha_divergence
 
-__all__ = ["BUILTIN_DIVERGENCES", "BUILTIN_NAMES", "get_divergence"]
+__all__ = ["BUILTIN_DIVERGENCES", "BUILTIN_NAMES", "SAMPLE_NAMES", "get_divergence"]
 
 #: The built-in divergences, one line each, in the order commands list them:
 #: each is the ``DIVERGENCE`` of the module of its name in this package.
@@ -36,6 +36,10 @@ def _load(name: str) -> Divergence:
 #: Each built-in by name (``alpha:<a>`` is built on demand).
 BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType(
     {name: _load(name) for name in BUILTIN_NAMES})
+
+#: The built-ins and the alpha family at its sample parameters: what
+#: ``bandsolve verify`` sweeps and the tests run against every backend.
+SAMPLE_NAMES = BUILTIN_NAMES + tuple(alpha_divergence(a).name for a in SAMPLES)
 
 
 def get_divergence(spec: DivergenceLike) -> Divergence:
