@@ -263,17 +263,25 @@ class Memory:
         return self.start + byte_offsets(self.shape, self.byte_strides)
 
 
-#: Above this many elements, a layout that the stride test cannot clear is
-#: taken to overlap rather than checked element by element.
+#: The most elements whose byte addresses the ``out=`` check compares one by
+#: one, for the layouts no stride test clears (interleaved views of one
+#: buffer, as_strided arrays). That comparison holds about 40 bytes per
+#: element at once (addresses, ends, owner, order, reach): 2.5 times the
+#: bounds it guards, about 170 MB at this limit, and a second or so. Beyond
+#: it such a layout is refused with a message that says so, rather than
+#: doubling a trainer's memory for a guard (at 1 << 24, two interleaved
+#: outputs of 8 M elements took 5 s and 0.7 GB of scratch on 2 loaded cores).
+#: The common layouts (contiguous, Fortran, sliced, transposed, separate
+#: buffers) are cleared from their strides and spans at any size.
 EXACT_OVERLAP_LIMIT = 1 << 22
 
 
-def overlaps_itself(m: Memory, exact_limit: int = EXACT_OVERLAP_LIMIT) -> bool:
+def overlaps_itself(m: Memory) -> bool | None:
     """Whether two elements share a byte. Cleared at once where the strides,
     sorted, each step past everything the smaller ones span (every C,
     Fortran, sliced or transposed layout); else decided from the elements'
-    byte offsets (a stride of 0, as_strided views), or taken to overlap
-    beyond ``exact_limit`` elements."""
+    byte offsets (a stride of 0, as_strided views), or None (undecided)
+    beyond ``EXACT_OVERLAP_LIMIT`` elements."""
     dims = sorted((abs(s), n) for s, n in zip(m.byte_strides, m.shape) if n > 1)
     if m.size == 0 or not dims:
         return False
@@ -284,20 +292,21 @@ def overlaps_itself(m: Memory, exact_limit: int = EXACT_OVERLAP_LIMIT) -> bool:
         span += stride * (n - 1)
     else:
         return False
-    if m.size > exact_limit:
-        return True
+    if m.size > EXACT_OVERLAP_LIMIT:
+        return None
     offsets = np.sort(byte_offsets(m.shape, m.byte_strides))
     return bool(np.any(np.diff(offsets) < m.itemsize))
 
 
-def overlap(a: Memory, b: Memory) -> bool:
+def overlap(a: Memory, b: Memory) -> bool | None:
     """Whether two arrays share a byte: their spans first, then, where the
-    spans intersect (interleaved views of one buffer), their addresses."""
+    spans intersect (interleaved views of one buffer), their addresses, or
+    None (undecided) beyond ``EXACT_OVERLAP_LIMIT`` elements together."""
     (a0, a1), (b0, b1) = a.span(), b.span()
     if not (a.size and b.size and a0 < b1 and b0 < a1):
         return False
     if a.size + b.size > EXACT_OVERLAP_LIMIT:
-        return True
+        return None
     starts = np.concatenate([a.addresses(), b.addresses()])
     ends = starts + np.repeat([a.itemsize, b.itemsize], [a.size, b.size])
     owner = np.repeat([False, True], [a.size, b.size])
@@ -322,18 +331,27 @@ class OutKind:
     check: Callable
 
 
+def _undecided(label: str, n: int) -> ValueError:
+    return ValueError(
+        f"cannot check that {label} shares no memory: its layout interleaves with "
+        f"another's or its strides are irregular, and {n} elements exceed the "
+        f"{EXACT_OVERLAP_LIMIT} whose addresses the check compares one by one "
+        "(bandsolve._validate.EXACT_OVERLAP_LIMIT): pass separate contiguous arrays")
+
+
 def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple | None:
     """``out`` validated against the result: None, or a pair (lower, upper)
     of ``kind``'s arrays of ``dtype`` and ``shape``, passing ``kind.check``,
     sharing memory neither with each other nor with any of ``inputs`` (name
-    to array; the first is the one ``kind.check`` sees)."""
+    to array; the first is the one ``kind.check`` sees). The one check of
+    ``out=`` for numpy (:data:`NUMPY_OUT`) and torch (``bandsolve.torch.out``)."""
     if out is None:
         return None
     if not isinstance(out, tuple | list) or len(out) != 2:
         raise TypeError(f"out must be a pair (lower, upper) of {kind.type_name}s "
                         f"(got {type(out).__name__})")
     first_input = next(iter(inputs.values()))
-    seen = {name: kind.memory(x) for name, x in inputs.items()}
+    seen = {f"the input {name}": kind.memory(x) for name, x in inputs.items()}
     for label, candidate in zip(("out[0] (lower)", "out[1] (upper)"), out):
         if not isinstance(candidate, kind.array_type):
             raise TypeError(f"{label} must be a {kind.type_name} "
@@ -346,11 +364,40 @@ def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple
                              f"(got {tuple(arr.shape)})")
         kind.check(label, arr, first_input)
         memory = kind.memory(arr)
-        if overlaps_itself(memory):
-            raise ValueError(f"{label} has elements that share memory (an expanded or "
-                             "stride-0 array?): each bound needs its own element")
+        itself = overlaps_itself(memory)
+        if itself is None:
+            raise _undecided(label, memory.size)
+        if itself:
+            raise ValueError(f"{label} has elements that share memory (an expanded, stride-0 "
+                             "or as_strided array?): each bound needs its own element")
         for other, other_memory in seen.items():
-            if overlap(memory, other_memory):
-                raise ValueError(f"{label} shares memory with {other}")
+            shared = overlap(memory, other_memory)
+            if shared is None:
+                raise _undecided(label, memory.size + other_memory.size)
+            if shared:
+                why = ("the bounds would overwrite it while it is read"
+                       if other.startswith("the input") else "each bound needs its own memory")
+                raise ValueError(f"{label} shares memory with {other}: {why}")
         seen[label] = memory
     return out[0], out[1]
+
+
+def _ndarray_memory(a: np.ndarray) -> Memory:
+    return Memory(a.__array_interface__["data"][0], a.shape, a.strides, a.itemsize)
+
+
+def _ndarray_conditions(label: str, a: np.ndarray, x) -> None:
+    if not a.flags.writeable:
+        raise ValueError(f"{label} is read-only")
+
+
+#: ``out=`` for the numpy API: float64 ndarrays (subclasses too), writable
+NUMPY_OUT = OutKind(array_type=np.ndarray, type_name="numpy array", memory=_ndarray_memory,
+                    check=_ndarray_conditions)
+
+
+def check_numpy_out(out, request: BandRequest) -> tuple | None:
+    """``out`` for :func:`bandsolve.band` and friends: float64 numpy arrays of
+    the request's shape that overlap neither each other nor its inputs."""
+    return check_out(out, NUMPY_OUT, dtype=np.dtype(np.float64), shape=request.shape,
+                     inputs=dict(request.inputs))

@@ -16,51 +16,10 @@ Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
 
 
-#: Above this many elements, a layout that the stride test cannot clear is
-#: taken to overlap rather than checked element by element.
-_EXACT_OVERLAP_LIMIT = 1 << 24
-
-
-def _overlaps_itself(arr: np.ndarray) -> bool:
-    """Whether two elements of ``arr`` share a byte (``_validate.overlaps_itself``)."""
-    return _validate.overlaps_itself(_validate.Memory(0, arr.shape, arr.strides, arr.itemsize),
-                                     _EXACT_OVERLAP_LIMIT)
-
-
-def _check_out(out, shape: tuple, inputs: tuple) -> tuple | None:
-    """``out`` validated: a pair of writable float64 arrays of the result's
-    shape that overlap neither each other nor an input."""
-    if out is None:
-        return None
-    if not isinstance(out, tuple | list) or len(out) != 2:
-        raise TypeError(f"out must be a pair (lower, upper) of float64 arrays "
-                        f"(got {type(out).__name__})")
-    for name, arr in zip(("out[0] (lower)", "out[1] (upper)"), out):
-        if not isinstance(arr, np.ndarray):
-            raise TypeError(f"{name} must be a numpy array (got {type(arr).__name__})")
-        if arr.dtype != np.float64:
-            raise TypeError(f"{name} must have dtype float64 (got {arr.dtype})")
-        if arr.shape != tuple(shape):
-            raise ValueError(f"{name} must have the broadcast shape {tuple(shape)} "
-                             f"(got {arr.shape})")
-        if not arr.flags.writeable:
-            raise ValueError(f"{name} is read-only")
-        if _overlaps_itself(arr):
-            raise ValueError(f"{name} has elements that share memory (its strides map two "
-                             "elements to overlapping bytes): each bound needs its own element")
-        for input_name, source in inputs:
-            if np.shares_memory(arr, source):
-                raise ValueError(f"{name} overlaps the input {input_name}: the kernels "
-                                 "read the input while they write the bounds")
-    if np.shares_memory(out[0], out[1]):
-        raise ValueError("out[0] and out[1] overlap: lower and upper need their own memory")
-    return tuple(out)
-
-
 def _validated_band(x, from_logp: bool, delta, divergence, max_ratio, out, on_failure):
     request = _validate.band_request(x, delta, divergence, from_logp=from_logp,
                                      max_ratio=max_ratio, on_failure=on_failure)
-    return solve(request, out=_check_out(out, request.shape, request.inputs))
+    return solve(request, out=_validate.check_numpy_out(out, request))
 
 
 def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
@@ -80,9 +39,9 @@ def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,
     delta : array_like
         Trust-region radius, > 0. Broadcasts with ``p`` like a ufunc.
     divergence : str or Divergence
-        ``"kl"`` (KL(pi_old||pi_new), the paper's choice), ``"rkl"``, ``"tv"``,
-        ``"chi2"``, ``"neyman_chi2"``, ``"hellinger"``, ``"js"``,
-        ``"alpha:<a>"``, or a :class:`~bandsolve.Divergence`.
+        A built-in's name (``bandsolve.BUILTIN_DIVERGENCES``; ``"kl"``,
+        KL(pi_old||pi_new), is the paper's choice), ``"alpha:<a>"``, or a
+        :class:`~bandsolve.Divergence`.
     max_ratio : float, optional
         Cap on the upper bound (the paper's runs use 10). A policy of the
         caller, not part of the band; must be >= 1.

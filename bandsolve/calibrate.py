@@ -37,10 +37,9 @@ on log delta) finds it:
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
-import warnings
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -50,7 +49,8 @@ from . import _validate, api
 from ._solve import solve
 from .divergences import BUILTIN_DIVERGENCES, DivergenceLike, get_divergence
 
-__all__ = ["calibrate_delta", "Calibration", "TARGETS", "DELTA_RANGE"]
+__all__ = ["calibrate_delta", "table", "Calibration", "Unreachable", "OutOfReach",
+           "TARGETS", "DELTA_RANGE"]
 
 TARGETS = ("width", "mean_change", "mean_divergence", "clip_fraction")
 #: deltas searched: a match outside this range is reported as unreachable
@@ -73,6 +73,11 @@ class Calibration(NamedTuple):
     goal: float
     achieved: float
     excluded: int = 0
+
+
+class OutOfReach(ValueError):
+    """The goal lies outside what the band gives for delta in ``DELTA_RANGE``;
+    the message gives the reachable range."""
 
 
 def _clip_bounds(p: np.ndarray, eps_low: float, eps_high: float):
@@ -164,8 +169,9 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
         An unknown target or divergence, a target without its inputs (or with
         inputs it does not use), eps outside (0, 1), at_p outside (0, 1),
         log-probabilities with NaN, +inf or values > 0, an empty sample,
-        shapes that differ, or a goal the band cannot reach for any delta
-        in ``DELTA_RANGE`` (the message gives the reachable range).
+        shapes that differ, or (:class:`OutOfReach`, a ValueError) a goal
+        the band cannot reach for any delta in ``DELTA_RANGE`` (the message
+        gives the reachable range).
     """
     div = get_divergence(divergence)
     step = 0.0  # the jumps of a step-function target (a token's share), else 0
@@ -327,7 +333,7 @@ def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> 
     at_lo, at_hi = measure(math.exp(lo)), measure(math.exp(hi))
     reach = (min(at_lo, at_hi), max(at_lo, at_hi))
     if not (reach[0] <= goal <= reach[1]):
-        raise ValueError(
+        raise OutOfReach(
             f"the {target} target {goal!r} is out of the band's reach: delta in "
             f"[{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] gives {reach[0]!r} to {reach[1]!r}"
             + (" (a width is at most 1/p, or max_ratio)" if target == "width" else ""))
@@ -353,57 +359,34 @@ def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> 
     return math.exp(t)
 
 
-# --- bandsolve calibrate ----------------------------------------------------
-
-#: the divergences the command compares by default
-CLI_DIVERGENCES = tuple(BUILTIN_DIVERGENCES)
+# --- a table of divergences ------------------------------------------------
 
 
-def _load_sample(path: str, name: str) -> np.ndarray:
-    """A .npy file (no pickles), or text with one number per entry."""
-    if path.endswith(".npy"):
-        return np.load(path, allow_pickle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an empty file: reported as an empty sample
-        return np.loadtxt(path, dtype=float, ndmin=1)
+class Unreachable(NamedTuple):
+    """A divergence whose band cannot meet the goal for any delta in
+    ``DELTA_RANGE``; ``reason`` is the message that says what it can reach."""
+
+    divergence: str
+    reason: str
 
 
-def table(args: argparse.Namespace) -> str:
-    """The delta of every divergence, side by side, for the parsed options."""
-    logp = _load_sample(args.logp, "--logp") if args.logp else None
-    new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
-    width = args.target in (None, "width")
-    at_p = args.at_p if args.at_p is not None or logp is not None or not width else 0.5
-    clip_high = args.clip_high
-    high = clip_high if clip_high is not None else args.match_clip
-    rule = f"[1 - {args.match_clip:.10g}, 1 + {high:.10g}]"
-    rows, notes, target = [], [], args.target
-    for name in args.divergence:
+def table(divergences: Sequence[DivergenceLike] = tuple(BUILTIN_DIVERGENCES), *,
+          clip: float = 0.2, clip_high: float | None = None, at_p: float | None = None,
+          logp: ArrayLike | None = None, new_logp: ArrayLike | None = None,
+          target: str | None = None, clip_fraction: float | None = None,
+          max_ratio: float | None = None) -> list[Calibration | Unreachable]:
+    """:func:`calibrate_delta` for each divergence, with the same options.
+
+    A divergence whose band cannot reach the goal gives an
+    :class:`Unreachable` row, so the others are still compared; any other
+    error (bad input, the same for every divergence) is raised.
+    """
+    rows: list[Calibration | Unreachable] = []
+    for div in divergences:
         try:
-            c = calibrate_delta(name, clip=args.match_clip, clip_high=clip_high, at_p=at_p,
-                                logp=logp, new_logp=new_logp, target=args.target,
-                                clip_fraction=args.clip_fraction, max_ratio=args.max_ratio)
-        except ValueError as exc:
-            if "out of the band's reach" not in str(exc):
-                raise  # bad input: the same for every divergence
-            rows.append((name, "unreachable", "", "", ""))
-            notes.append(f"{name}: {exc}")
-            continue
-        target = c.target
-        rows.append((c.divergence, f"{c.delta:.6g}", f"{c.goal:.6g}", f"{c.achieved:.6g}",
-                     str(c.excluded)))
-    where = (f"at p = {at_p:.10g}" if logp is None else
-             f"over {np.size(logp)} tokens of {args.logp}")
-    header = f"delta matching the clip {rule}: target {target}, {where}"
-    cols = ("divergence", "delta", "clip rule", "band at delta", "excluded")
-    widths = [max(len(h), *(len(r[k]) for r in rows)) for k, h in enumerate(cols)]
-    line = "  ".join(h.rjust(w) for h, w in zip(cols, widths))
-    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join([header, line, "-" * len(line), *body, *notes])
-
-
-def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    """Declare ``bandsolve calibrate`` (as :mod:`bandsolve.cli.calibrate` does)."""
-    from .cli.calibrate import add
-
-    add(sub)
+            rows.append(calibrate_delta(div, clip=clip, clip_high=clip_high, at_p=at_p,
+                                        logp=logp, new_logp=new_logp, target=target,
+                                        clip_fraction=clip_fraction, max_ratio=max_ratio))
+        except OutOfReach as exc:
+            rows.append(Unreachable(get_divergence(div).name, str(exc)))
+    return rows

@@ -25,7 +25,6 @@ torch nor a trainer: they are imported inside the checks.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib
 import importlib.metadata
@@ -37,7 +36,7 @@ import sys
 import traceback
 from collections.abc import Callable
 
-__all__ = ["Check", "add_subcommand", "diagnose", "format_report", "main"]
+__all__ = ["Check", "diagnose", "exit_code", "format_report"]
 
 # Every check catches Exception on purpose (BLE001 below): a doctor that raises
 # on the broken install it is meant to diagnose is no use.
@@ -250,10 +249,11 @@ def _kernel_dispatchers():
     """numba dispatchers of bandsolve's kernels (the ones behind ``band``)."""
     from numba.core.registry import CPUDispatcher
 
+    from .divergences import BUILTIN_NAMES
+
     modules = [f"bandsolve._kernels.{name}" for name in ("_scan", "_solver", "_warm_start")]
     # the built-in generators and closed forms live with their families
-    modules += [f"bandsolve.divergences.{name}" for name in (
-        "kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js", "alpha")]
+    modules += [f"bandsolve.divergences.{name}" for name in (*BUILTIN_NAMES, "alpha")]
     for mod_name in modules:
         try:
             mod = _import_module(mod_name)
@@ -562,39 +562,13 @@ def format_report(checks: list[Check]) -> str:
     return "\n".join(lines)
 
 
-def _parser(parser=None):
-    if parser is None:
-        parser = argparse.ArgumentParser(prog="bandsolve doctor",
-                                         description=__doc__.splitlines()[0].replace("``", ""))
-    parser.add_argument("--json", action="store_true",
-                        help="print the checks as JSON (a list of objects) instead")
-    return parser
-
-
-def main(args: argparse.Namespace | list[str] | None = None) -> int:
-    """Print the report (or JSON with ``--json``).
-
-    ``args``: the parsed namespace of ``bandsolve doctor``, or a list of
-    command-line strings (None: ``sys.argv[1:]``). Exit code: 1 if any check
-    failed (ok=False), else 0; warnings and absent optional packages give 0.
-    """
-    if args is None or isinstance(args, (list, tuple)):
-        args = _parser().parse_args(args)
-    checks = diagnose()
-    if getattr(args, "json", False):
-        print(json.dumps([c.as_dict() for c in checks], indent=2))
-    else:
-        print(format_report(checks))
+def exit_code(checks: list[Check]) -> int:
+    """1 if any check failed (ok=False), else 0: warnings and absent optional
+    packages give 0."""
     return 1 if any(c.ok is False for c in checks) else 0
 
 
-def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("doctor", help="check this install: kernels, numba cache, torch "
-                                           "and the verl / TRL plug-ins",
-                            description=__doc__.splitlines()[0].replace("``", ""))
-    _parser(parser)
-    parser.set_defaults(run=main)
+if __name__ == "__main__":  # python -m bandsolve.doctor: the command, run as a script
+    from .cli.doctor import main
 
-
-if __name__ == "__main__":
     raise SystemExit(main())

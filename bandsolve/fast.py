@@ -18,7 +18,7 @@ from numpy.typing import ArrayLike
 from . import _validate
 from ._kernels._bind import kernels_for
 from ._solve import WarmStart, fast_tables, solve
-from .api import Bounds, _check_out
+from .api import Bounds
 from .divergences import DivergenceLike, get_divergence
 
 __all__ = ["FastBand"]
@@ -75,7 +75,7 @@ class FastBand:
     def _band(self, x, from_logp: bool, max_ratio, out, on_failure) -> Bounds:
         request = _validate.band_request(x, self.delta, self.divergence, from_logp=from_logp,
                                          max_ratio=max_ratio, on_failure=on_failure)
-        return solve(request, self._warm_start, _check_out(out, request.shape, request.inputs),
+        return solve(request, self._warm_start, _validate.check_numpy_out(out, request),
                      fast=self._tables)
 
     def band(self, p: ArrayLike, *, max_ratio: float | None = None, out: tuple | None = None,

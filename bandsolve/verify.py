@@ -27,11 +27,9 @@ unverified (the convex path's limit, not a discrepancy).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Mapping
 from types import MappingProxyType
 
@@ -40,25 +38,27 @@ import numpy as np
 from . import api, certificate, convex
 from ._files import atomic_write, output_folder
 from ._progress import Progress
+from .divergences import SAMPLE_NAMES, get_divergence
 
-DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js",
-               "alpha:0.5", "alpha:2", "alpha:-1")
+#: the sweep's divergences: every built-in, and alpha at its sample parameters
+DIVERGENCES = SAMPLE_NAMES
 P_SWEEP = tuple(np.r_[np.logspace(-6, np.log10(0.5), 10), 1 - np.logspace(-6, -1, 5), 1.0])
 DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)
 
+
 @dataclasses.dataclass(frozen=True)
 class Tolerances:
     """The certified accuracy the sweep demands of the convex path, in units
-    of min(r, |r - 1|), by sweep case (a name of :data:`DIVERGENCES`).
+    of min(r, |r - 1|), by divergence name.
 
-    ``binary``: the 1-d programs' tolerance per case, ``default`` for a case
-    not listed; the full-vocabulary programs get ``vocabulary_factor`` times
-    that, and at least ``vocabulary_floor``.
+    The 1-d programs' tolerance is the divergence's own
+    ``Divergence.verify_tolerance`` unless ``binary`` overrides it for that
+    name; the full-vocabulary programs get ``vocabulary_factor`` times it,
+    and at least ``vocabulary_floor``.
     """
 
-    binary: Mapping[str, float]
-    default: float = 1e-7
+    binary: Mapping[str, float] = dataclasses.field(default_factory=dict)
     vocabulary_factor: float = 10.0
     vocabulary_floor: float = 1e-6
 
@@ -69,24 +69,25 @@ class Tolerances:
         return self.binary_for(name)
 
     def binary_for(self, name: str) -> float:
-        """The binary programs' tolerance for a sweep case."""
-        return self.binary.get(name, self.default)
+        """The binary programs' tolerance for a divergence name."""
+        if name in self.binary:
+            return self.binary[name]
+        return get_divergence(name).verify_tolerance
 
     def vocabulary_for(self, name: str) -> float:
-        """The full-vocabulary programs' tolerance for a sweep case."""
+        """The full-vocabulary programs' tolerance for a divergence name."""
         return max(self.vocabulary_factor * self.binary_for(name), self.vocabulary_floor)
 
 
-#: The defaults: the largest certified width (and discrepancy) measured on the
-#: default sweep with ``convex.SOLVER_LADDER``, rounded up with 3x to 10x
-#: headroom. Measured: 3e-9 (1e-9 for kl, tv) on the binary programs, 1e-8 for
-#: chi2 and alpha:0.5; the vocabulary programs up to 3e-8 (alpha:2), and 3.2e-7
-#: certified width for kl's lower bound 3.8e-5 on a near-uniform vocabulary of
-#: 1,000 tokens (Clarabel ends 'optimal' only at 1e-9 tolerances there), hence
-#: 10x the binary tolerance and at least 1e-6 for them.
-TOLERANCES = Tolerances({"kl": 1e-8, "rkl": 3e-8, "tv": 1e-8, "chi2": 1e-7,
-                         "neyman_chi2": 3e-8, "hellinger": 3e-8, "js": 3e-8,
-                         "alpha:0.5": 1e-7, "alpha:2": 3e-7, "alpha:-1": 3e-8})
+#: The defaults: each divergence's ``verify_tolerance``, the largest certified
+#: width (and discrepancy) measured on the default sweep with
+#: ``convex.SOLVER_LADDER``, rounded up with 3x to 10x headroom. Measured: 3e-9
+#: (1e-9 for kl, tv) on the binary programs, 1e-8 for chi2 and alpha:0.5; the
+#: vocabulary programs up to 3e-8 (alpha:2), and 3.2e-7 certified width for
+#: kl's lower bound 3.8e-5 on a near-uniform vocabulary of 1,000 tokens
+#: (Clarabel ends 'optimal' only at 1e-9 tolerances there), hence 10x the
+#: binary tolerance and at least 1e-6 for them.
+TOLERANCES = Tolerances()
 #: where the certificate must place the fast value: within this (times
 #: min(r, |r - 1|)) of its interval, the fast backend's own accuracy
 FAST_SLACK = 1e-12
@@ -284,51 +285,39 @@ def markdown(rows) -> str:
     return "\n".join(lines)
 
 
-def main(args) -> int:
-    if args.out:
-        # before a sweep of minutes, not after it
-        output_folder(args.out)
-    start = time.perf_counter()
-    rows = run(progress=not args.quiet)
-    table = markdown(rows)
-    print(table)
-    for r in rows:
-        for line in (r.breaches[:3] + [f"unverified: {f}" for f in r.failures[:3]]):
-            print(f"  {r.divergence}: {line}")
-    elapsed = time.perf_counter() - start
+def summary(rows, seconds: float) -> str:
+    """The verdict line: PASS or FAIL, and how many bounds were certified how."""
     ok = all(r.passed for r in rows)
     unsolved = sum(len(r.failures) for r in rows)
     uncertified = sum(r.uncertified for r in rows)
-    print(f"\n{'PASS' if ok else 'FAIL'}: {len(rows)} divergences, "
-          f"{sum(r.bounds - r.uncertified for r in rows)} of {sum(r.bounds for r in rows)} "
-          f"bounds certified, {sum(r.solves for r in rows)} convex solves; {unsolved} programs "
-          f"no solver solved, whose {sum(r.mpmath_only for r in rows)} fast bounds mpmath "
-          f"certified directly; {uncertified} uncertified, {elapsed:.0f} s")
-    if args.out:
-        output_folder(args.out)  # again: it may have gone during the sweep
-        header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
-                  "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
-                  "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
-                  "|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300); certified width "
-                  "(hi - lo) of the interval proved to hold the true bound. A divergence passes "
-                  "when every fast bound lies in its certified interval, and widths and "
-                  "discrepancies stay within its tolerance.\n\n"
-                  f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
-                  f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
-                  f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
-        with atomic_write(os.path.join(args.out, "verify.md")) as fh:
-            fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {elapsed:.0f} s\n")
-        with atomic_write(os.path.join(args.out, "verify.json")) as fh:
-            json.dump({"passed": ok, "seconds": elapsed,
-                       "kkt_tolerance": certificate.KKT_TOLERANCE,
-                       "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},
-                      fh, indent=2, default=float)
-        print(f"wrote {os.path.join(args.out, 'verify.md')} and verify.json")
-    return 0 if ok else 1
+    return (f"{'PASS' if ok else 'FAIL'}: {len(rows)} divergences, "
+            f"{sum(r.bounds - r.uncertified for r in rows)} of {sum(r.bounds for r in rows)} "
+            f"bounds certified, {sum(r.solves for r in rows)} convex solves; {unsolved} programs "
+            f"no solver solved, whose {sum(r.mpmath_only for r in rows)} fast bounds mpmath "
+            f"certified directly; {uncertified} uncertified, {seconds:.0f} s")
 
 
-def add_subcommand(sub: argparse._SubParsersAction) -> None:
-    """Declare ``bandsolve verify`` (as :mod:`bandsolve.cli.verify` does)."""
-    from .cli.verify import add
-
-    add(sub)
+def write_report(out: str, rows, seconds: float) -> tuple[str, str]:
+    """Write ``verify.md`` and ``verify.json`` into the folder ``out``
+    (created if missing); returns their paths."""
+    table = markdown(rows)
+    ok = all(r.passed for r in rows)
+    output_folder(out)
+    header = ("# bandsolve verify\n\nThe numba backend against Clarabel's convex programs, "
+              "each bound certified in mpmath at 50 digits (`bandsolve verify`). All sizes "
+              "are in units of min(r, |r - 1|) (floored at 1e-300): discrepancy "
+              "|r_convex - r_fast| / max(min(r_fast, |r_fast - 1|), 1e-300); certified width "
+              "(hi - lo) of the interval proved to hold the true bound. A divergence passes "
+              "when every fast bound lies in its certified interval, and widths and "
+              "discrepancies stay within its tolerance.\n\n"
+              f"Sweep: {len(P_SWEEP)} values of p from 1e-6 to 1, delta in "
+              f"{list(DELTA_SWEEP)}; full-vocabulary programs on peaked and near-uniform "
+              f"vocabularies of {list(VOCAB_SIZES)} tokens.\n\n")
+    with atomic_write(os.path.join(out, "verify.md")) as fh:
+        fh.write(header + table + f"\n\n{'PASS' if ok else 'FAIL'} in {seconds:.0f} s\n")
+    with atomic_write(os.path.join(out, "verify.json")) as fh:
+        json.dump({"passed": ok, "seconds": seconds,
+                   "kkt_tolerance": certificate.KKT_TOLERANCE,
+                   "rows": [dict(dataclasses.asdict(r), passed=r.passed) for r in rows]},
+                  fh, indent=2, default=float)
+    return os.path.join(out, "verify.md"), os.path.join(out, "verify.json")

@@ -1,15 +1,18 @@
 """The shared reference problems, each with an ID, for every backend.
 
 A backend's test imports ``PROBLEMS`` (or the grids) and compares against
-``reference.bound`` (mpmath, 60 digits). Nothing here calls bandsolve.
+``reference.bound`` (mpmath, 60 digits). Nothing here calls bandsolve; the divergences are the registry's.
 """
 
 from __future__ import annotations
 
 import dataclasses
 
-BUILTIN = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")
-ALPHAS = ("alpha:0.5", "alpha:2", "alpha:-1", "alpha:0.9", "alpha:3")
+from bandsolve.divergences import BUILTIN_NAMES, SAMPLE_NAMES
+
+BUILTIN = BUILTIN_NAMES
+#: the registry's alpha samples, and two more (a near rkl's 1, and a > 2)
+ALPHAS = (*SAMPLE_NAMES[len(BUILTIN_NAMES):], "alpha:0.9", "alpha:3")
 ALL_DIVERGENCES = BUILTIN + ALPHAS
 
 #: p from the issue's range [1e-300, 1], both ends and the float64 edges included
@@ -50,9 +53,10 @@ PROBLEMS = (
     _named("rkl", 0.5, 0.8),  # upper saturates: -log p <= delta
     _named("hellinger", 0.9, 0.2),
     _named("chi2", 0.3, 0.1),
-    _named("neyman_chi2", 0.02, 0.1),
     _named("js", 0.6, 0.05),
     _named("alpha:0.5", 0.08, 0.05),
+    # every built-in at a mid-range case
+    *(_named(name, 0.02, 0.1) for name in BUILTIN),
 )
 
 

@@ -1,7 +1,9 @@
 """An independent mpmath reference for the band, at 60 significant digits.
 
-It shares no code with bandsolve: its own generators, written from their
-textbook formulas, and bisection in mpmath on the ratio itself. Bisection is
+It shares no solver code with bandsolve: each divergence's textbook formula
+(``Divergence.textbook``, a plain mpmath line written beside, and apart from,
+the forms bandsolve computes with), and bisection in mpmath on the ratio
+itself. Bisection is
 slow but cannot be wrong about which side of the root it is on.
 """
 
@@ -15,31 +17,16 @@ DPS = 60
 _BISECTIONS = 110  # the logit variable's bracket [-3000, 3000] shrinks to 1e-30
 
 
-def _xlogx(u):
-    return mp.mpf(0) if u == 0 else u * mp.log(u)
-
-
 def generator(name: str):
-    """(f, f'(inf)) in mpmath for a bandsolve divergence name."""
-    if name.startswith("alpha:"):
-        a = mp.mpf(name.split(":")[1])
+    """(f, f'(inf)) in mpmath for a bandsolve divergence name: its textbook
+    form (``Divergence.textbook``), written apart from the forms bandsolve
+    computes with."""
+    from bandsolve.divergences import get_divergence
 
-        def f(u):
-            if u == 0:
-                return 1 / a if a > 0 else mp.inf
-            return (u**a - 1 - a * (u - 1)) / (a * (a - 1))
-
-        return f, (1 / (1 - a) if a < 1 else mp.inf)
-    table = {
-        "kl": (lambda u: u - 1 - mp.log(u) if u > 0 else mp.inf, mp.mpf(1)),
-        "rkl": (lambda u: _xlogx(u) - u + 1, mp.inf),
-        "tv": (lambda u: abs(u - 1) / 2, mp.mpf(1) / 2),
-        "chi2": (lambda u: (u - 1) ** 2, mp.inf),
-        "neyman_chi2": (lambda u: (u - 1) ** 2 / u if u > 0 else mp.inf, mp.mpf(1)),
-        "hellinger": (lambda u: (mp.sqrt(u) - 1) ** 2, mp.mpf(1)),
-        "js": (lambda u: (_xlogx(u) - (1 + u) * mp.log((1 + u) / 2)) / 2, mp.log(2) / 2),
-    }
-    return table[name]
+    div = get_divergence(name)
+    if div.textbook is None:
+        raise LookupError(f"{name} has no textbook form to serve as a reference")
+    return div.textbook(div.parameter)
 
 
 def binary(name: str, p, pc, r, u2=None):

@@ -16,6 +16,8 @@ import pytest
 
 import bandsolve
 from bandsolve import doctor
+from bandsolve.cli import doctor as cli_doctor
+from bandsolve.cli.doctor import main as doctor_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_VERL = importlib.util.find_spec("verl") is not None
@@ -126,7 +128,7 @@ def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
     assert _reinstalls(imp.fix, "verl")
     assert _by_name(checks, "verl loss registry").ok is False
 
-    assert doctor.main([]) == 1
+    assert doctor_main([]) == 1
     out = capsys.readouterr().out
     assert "boom" in out
     fixes = out[out.index("Fixes:"):]
@@ -245,9 +247,9 @@ def test_exit_code(monkeypatch, capsys):
     absent = doctor.Check("c", None, "absent", "pip install c")
     bad = doctor.Check("d", False, "broken", "do y")
     monkeypatch.setattr(doctor, "diagnose", lambda: [ok, warn, absent])
-    assert doctor.main([]) == 0
+    assert doctor_main([]) == 0
     monkeypatch.setattr(doctor, "diagnose", lambda: [ok, warn, absent, bad])
-    assert doctor.main([]) == 1
+    assert doctor_main([]) == 1
     out = capsys.readouterr().out
     assert "FAIL  d" in out and "FAIL d: do y" in out and "WARN b: do x" in out
 
@@ -255,7 +257,7 @@ def test_exit_code(monkeypatch, capsys):
 # ------------------------------------------------------------ JSON and CLI
 
 def test_json_output(checks, capsys):
-    code = doctor.main(["--json"])
+    code = doctor_main(["--json"])
     entries = json.loads(capsys.readouterr().out)
     assert isinstance(entries, list) and len(entries) == len(checks)
     assert [e["name"] for e in entries] == [c.name for c in checks]
@@ -267,9 +269,9 @@ def test_json_output(checks, capsys):
 
 def test_add_subcommand():
     parser = argparse.ArgumentParser(prog="bandsolve")
-    doctor.add_subcommand(parser.add_subparsers(dest="command"))
+    cli_doctor.add(parser.add_subparsers(dest="command"))
     args = parser.parse_args(["doctor", "--json"])
-    assert args.run is doctor.main and args.json is True
+    assert args.run is cli_doctor._run and args.json is True
     assert parser.parse_args(["doctor"]).json is False
 
 

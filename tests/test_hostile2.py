@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import bandsolve as bs
+from bandsolve.divergences import SAMPLE_NAMES
 
-BUILT_IN = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js", "alpha:0.5",
-            "alpha:2", "alpha:-1")
+BUILT_IN = SAMPLE_NAMES
 # log p where 1/fl(exp(log p)) rounds above e^(-log p) (found by search), over
 # every scale, and the band where exp(log p) is subnormal
 OVERSHOOTING_LOGP = np.array([-1.5306325389161855e-05, -37.54598973202707,

@@ -26,6 +26,7 @@ import bandsolve as bs
 from bandsolve import _solve
 from bandsolve import table as bt_table
 from bandsolve._kernels._bind import kernels_for
+from bandsolve.divergences import BUILTIN_NAMES
 
 EPS32 = float(np.finfo(np.float32).eps)
 DELTAS = (1e-6, 0.05, 2.0)
@@ -47,7 +48,7 @@ def _user_hellinger():
 #: u = 1 and keeps about 1e-9 of the band's scale (README, "Accuracy")
 KINDS = (
     *[(name, name, name, 1e-12) for name in
-      ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")],
+      BUILTIN_NAMES],
     *[(f"alpha:{a}", f"alpha:{a}", f"alpha:{a}", 1e-12)
       for a in (-2.7, -0.31, 0.137, 0.62, 0.93, 1.07, 1.9, 3.6)],
     ("user-kl", _user_kl(False), "kl", 1e-9),

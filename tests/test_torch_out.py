@@ -28,7 +28,7 @@ def test_out_receives_the_same_bounds(dtype):
      r"out\[0\].*torch.float32"),
     (lambda x: (torch.empty(4), np.empty(4)), TypeError, r"out\[1\].*tensor"),
     (lambda x: (torch.empty(3), torch.empty(4)), ValueError, "shape"),
-    (lambda x: (x, torch.empty(4)), ValueError, "shares memory with logp"),
+    (lambda x: (x, torch.empty(4)), ValueError, "shares memory with the input logp"),
     (lambda x: _same(), ValueError, r"out\[1\] \(upper\) shares memory with out\[0\]"),
 ])
 def test_bad_out_raises(make_out, exc, match):
@@ -68,3 +68,15 @@ def test_out_misuse_is_named(make, match):
     x = torch.log(torch.tensor([0.1, 0.2, 0.3, 0.4]))
     with pytest.raises(ValueError, match=match):
         bt.band_from_logp(x, 0.05, "kl", out=(make(), torch.empty(4)))
+
+
+def test_out_beyond_the_exact_check_limit_is_refused_as_undecided(monkeypatch):
+    """The numpy API's limit and message (one check, in bandsolve._validate)."""
+    from bandsolve import _validate
+
+    x = torch.rand(10, dtype=torch.float64)
+    buffer = torch.empty(20, dtype=torch.float64)
+    bt.band(x, 0.05, "tv", out=(buffer[::2], buffer[1::2]))
+    monkeypatch.setattr(_validate, "EXACT_OVERLAP_LIMIT", 12)
+    with pytest.raises(ValueError, match="cannot check that out.*EXACT_OVERLAP_LIMIT"):
+        bt.band(x, 0.05, "tv", out=(buffer[::2], buffer[1::2]))

@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main", "build_parser", "COMMANDS", "DEFAULT_OUT"]
+__all__ = ["main", "build_parser", "builtin_divergences", "COMMANDS", "DEFAULT_OUT"]
 
 #: where verify and repro write by default, under the current directory
 DEFAULT_OUT = "bandsolve-output"
@@ -27,6 +27,21 @@ COMMANDS = {
     "repro": "reproduce the paper's results at small scale",
     "doctor": "check this install: kernels, numba cache, torch and the verl / TRL plug-ins",
 }
+
+
+def builtin_divergences() -> tuple[str, ...]:
+    """The registry's built-in divergence names
+    (:data:`bandsolve.divergences.BUILTIN_NAMES`), read from its source so
+    that ``--help`` imports neither numpy nor numba."""
+    import ast
+    from pathlib import Path
+
+    source = (Path(__file__).parent.parent / "divergences" / "_registry.py").read_text()
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "BUILTIN_NAMES" for t in node.targets):
+            return tuple(ast.literal_eval(node.value))
+    raise RuntimeError("bandsolve.divergences._registry lost its BUILTIN_NAMES")
 
 
 def _version() -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from . import COMMANDS
+from . import COMMANDS, builtin_divergences
 
 PPO_EPS = 0.2
 # a negative number, exponent forms included (-1e-5, -.5e3), for argparse
@@ -52,6 +52,6 @@ def add(sub) -> None:
     group.add_argument("--logp", type=float, nargs="+", help="old log-probabilities <= 0")
     parser.add_argument("--delta", type=float, default=0.05, help="trust-region radius (0.05)")
     parser.add_argument("--divergence", default="kl",
-                        help="kl, rkl, tv, chi2, neyman_chi2, hellinger, js or alpha:<a>")
+                        help=", ".join(builtin_divergences()) + " or alpha:<a>")
     parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
     parser.set_defaults(run=lambda args: print(_bounds_table(args)))

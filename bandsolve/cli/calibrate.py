@@ -1,28 +1,79 @@
-"""``bandsolve calibrate``: declared here, run by :mod:`bandsolve.calibrate`.
+"""``bandsolve calibrate``: the options parsed here, the deltas found by
+:func:`bandsolve.calibrate.table`.
 
 The arguments are declared without importing the kernels (numba), so that
-``bandsolve calibrate --help`` answers at once; tests/test_hostile2.py checks
+``bandsolve calibrate --help`` answers at once; tests/test_import_cost.py checks
 that the names below are :data:`bandsolve.calibrate.TARGETS` and the built-in
 divergences.
 """
 
 from __future__ import annotations
 
-from . import COMMANDS
+import argparse
+import warnings
+
+from . import COMMANDS, builtin_divergences
 
 #: bandsolve.calibrate.TARGETS, spelled out for the parser
 TARGETS = ("width", "mean_change", "mean_divergence", "clip_fraction")
-#: bandsolve.BUILTIN_DIVERGENCES, the divergences compared by default
-DIVERGENCES = ("kl", "rkl", "tv", "chi2", "neyman_chi2", "hellinger", "js")
 
 
-def _run(args) -> None:
+def _load_sample(path: str):
+    """A .npy file (no pickles), or text with one number per entry."""
+    import numpy as np
+
+    if path.endswith(".npy"):
+        return np.load(path, allow_pickle=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # an empty file: reported as an empty sample
+        return np.loadtxt(path, dtype=float, ndmin=1)
+
+
+def format_table(rows, *, clip: float, clip_high: float | None, target: str | None,
+                 where: str) -> str:
+    """The rows of :func:`bandsolve.calibrate.table` side by side, under a
+    header naming the clip rule, the target and the sample (``where``)."""
+    from ..calibrate import Unreachable
+
+    high = clip_high if clip_high is not None else clip
+    rule = f"[1 - {clip:.10g}, 1 + {high:.10g}]"
+    cells, notes = [], []
+    for r in rows:
+        if isinstance(r, Unreachable):
+            cells.append((r.divergence, "unreachable", "", "", ""))
+            notes.append(f"{r.divergence}: {r.reason}")
+            continue
+        target = r.target
+        cells.append((r.divergence, f"{r.delta:.6g}", f"{r.goal:.6g}", f"{r.achieved:.6g}",
+                      str(r.excluded)))
+    header = f"delta matching the clip {rule}: target {target}, {where}"
+    cols = ("divergence", "delta", "clip rule", "band at delta", "excluded")
+    widths = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(cols)]
+    line = "  ".join(h.rjust(w) for h, w in zip(cols, widths))
+    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
+    return "\n".join([header, line, "-" * len(line), *body, *notes])
+
+
+def _run(args: argparse.Namespace) -> None:
+    import numpy as np
+
     from ..calibrate import table
 
-    print(table(args))
+    logp = _load_sample(args.logp) if args.logp else None
+    new_logp = _load_sample(args.new_logp) if args.new_logp else None
+    width = args.target in (None, "width")
+    at_p = args.at_p if args.at_p is not None or logp is not None or not width else 0.5
+    rows = table(args.divergence, clip=args.match_clip, clip_high=args.clip_high, at_p=at_p,
+                 logp=logp, new_logp=new_logp, target=args.target,
+                 clip_fraction=args.clip_fraction, max_ratio=args.max_ratio)
+    where = (f"at p = {at_p:.10g}" if logp is None else
+             f"over {np.size(logp)} tokens of {args.logp}")
+    print(format_table(rows, clip=args.match_clip, clip_high=args.clip_high,
+                       target=args.target, where=where))
 
 
 def add(sub) -> None:
+    divergences = builtin_divergences()
     parser = sub.add_parser(
         "calibrate", help=COMMANDS["calibrate"],
         description="Print, for each divergence, the delta at which the band matches the "
@@ -44,8 +95,8 @@ def add(sub) -> None:
                              "mean_divergence, clip_fraction (default with --new-logp)")
     parser.add_argument("--clip-fraction", type=float, default=None,
                         help="the share to match (default: the clip rule's on the batch)")
-    parser.add_argument("--divergence", nargs="+", default=list(DIVERGENCES),
-                        help="divergences to calibrate (default: " + " ".join(DIVERGENCES)
+    parser.add_argument("--divergence", nargs="+", default=list(divergences),
+                        help="divergences to calibrate (default: " + " ".join(divergences)
                              + ")")
     parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
     parser.set_defaults(run=_run)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import COMMANDS
+from . import COMMANDS, builtin_divergences
 
 #: the loosest table certificate export writes: bandsolve.torch's own limit
 _EXPORT_RTOL_LIMIT = 1e-5
@@ -34,7 +34,7 @@ def add(sub) -> None:
                     "piecewise polynomial in logit p (see bandsolve.table), for "
                     "bandsolve.torch.BandTable.load or any reader of the documented layout.")
     parser.add_argument("--divergence", default="kl",
-                        help="kl, rkl, tv, chi2, neyman_chi2, hellinger, js or alpha:<a>")
+                        help=", ".join(builtin_divergences()) + " or alpha:<a>")
     parser.add_argument("--delta", type=float, default=0.05, help="trust-region radius (0.05)")
     parser.add_argument("--max-ratio", type=float, default=None, help="cap on the upper bound")
     parser.add_argument("--out", required=True, help="output file, .npz (numpy) or .pt (torch)")

@@ -1,4 +1,5 @@
-"""``bandsolve repro``: the paper's reproduction (``bandsolve.paper_repro``).
+"""``bandsolve repro``: the options parsed here, the paper's reproduction run
+by :func:`bandsolve.paper_repro.run`.
 
 The options are declared here, without importing the reproduction
 (matplotlib, cvxpy, the kernels), so that ``bandsolve repro --help`` answers
@@ -8,6 +9,8 @@ at once; a missing dependency is reported when the command runs.
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Sequence
 
 from . import COMMANDS, DEFAULT_OUT
 
@@ -36,7 +39,20 @@ def _run(args: argparse.Namespace) -> int:
         from ..paper_repro import repro
     except ImportError as exc:  # matplotlib or another dependency is missing
         raise ValueError(f"bandsolve repro could not start: {exc}") from exc
-    return repro.run(args)
+    done = repro.run(repro.ReproConfig(
+        out=args.out, out_report=args.out_report, figures=args.figures, full=args.full,
+        skip_dynamics=args.skip_dynamics, jobs=args.jobs, resume=args.resume))
+    print(done.text)
+    print(f"wrote {done.report_path} and the figures in {done.figures_dir}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m bandsolve.paper_repro`` (and ``python -m paper_repro``):
+    ``bandsolve repro`` under another name."""
+    from . import main as bandsolve_main
+
+    return bandsolve_main(["repro", *(sys.argv[1:] if argv is None else argv)])
 
 
 def add(sub) -> None:

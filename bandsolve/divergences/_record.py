@@ -127,6 +127,19 @@ class Divergence:
         f and f' for SIMD loops, which let the fast path (``FastBand``, and
         ``band`` on large single-delta batches) polish a table start in one
         vectorised Newton step. None: the root finder alone.
+    verify_tolerance : float
+        The certified accuracy ``bandsolve verify`` demands of the convex
+        programs for this divergence, in units of min(r, |r - 1|): the largest
+        width and discrepancy measured on its sweep with
+        ``convex.SOLVER_LADDER``, rounded up with 3x to 10x headroom (the
+        full-vocabulary programs get ``verify.Tolerances.vocabulary_factor``
+        times it). Also the width the tests ask of its certificates.
+    textbook : callable or None
+        ``parameter -> (f, f'(inf))``: f as a textbook writes it, a plain
+        mpmath formula of u (careless of cancellation: used at 60 digits or
+        more), and f'(inf) exactly. Written apart from the other forms, it is
+        the independent reference the tests solve the band with, by bisection
+        in mpmath (``tests/reference.py``). None: no reference.
     """
 
     name: str
@@ -145,6 +158,8 @@ class Divergence:
     exact_form: Callable | None = None
     scaled_conjugate: Callable = scaled_conjugate_unknown
     vector_forms: VectorForms | None = None
+    verify_tolerance: float = 1e-7
+    textbook: Callable | None = None
 
     @property
     def has_closed_form(self) -> bool:

@@ -2,20 +2,44 @@
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Mapping
 from types import MappingProxyType
 
-from . import chi2, hellinger, js, kl, neyman_chi2, rkl, tv
 from ._record import Divergence, DivergenceLike
-from .alpha import alpha_divergence
+from .alpha import SAMPLES, alpha_divergence
 
-__all__ = ["BUILTIN_DIVERGENCES", "get_divergence"]
+__all__ = ["BUILTIN_DIVERGENCES", "BUILTIN_NAMES", "SAMPLE_NAMES", "get_divergence"]
 
-#: Each family module's ``DIVERGENCE``, by name (``alpha:<a>`` is built on demand).
-BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType({
-    module.DIVERGENCE.name: module.DIVERGENCE
-    for module in (kl, rkl, tv, chi2, neyman_chi2, hellinger, js)
-})
+#: The built-in divergences, one line each, in the order commands list them:
+#: each is the ``DIVERGENCE`` of the module of its name in this package.
+#: A literal, so that ``bandsolve.cli`` reads it for ``--help`` without
+#: importing numba.
+BUILTIN_NAMES = (
+    "kl",
+    "rkl",
+    "tv",
+    "chi2",
+    "neyman_chi2",
+    "hellinger",
+    "js",
+)
+
+
+def _load(name: str) -> Divergence:
+    div = importlib.import_module(f"{__package__}.{name}").DIVERGENCE
+    if div.name != name:
+        raise RuntimeError(f"bandsolve.divergences.{name} holds a divergence named {div.name!r}")
+    return div
+
+
+#: Each built-in by name (``alpha:<a>`` is built on demand).
+BUILTIN_DIVERGENCES: Mapping[str, Divergence] = MappingProxyType(
+    {name: _load(name) for name in BUILTIN_NAMES})
+
+#: The built-ins and the alpha family at its sample parameters: what
+#: ``bandsolve verify`` sweeps and the tests run against every backend.
+SAMPLE_NAMES = BUILTIN_NAMES + tuple(alpha_divergence(a).name for a in SAMPLES)
 
 
 def get_divergence(spec: DivergenceLike) -> Divergence:

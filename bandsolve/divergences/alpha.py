@@ -177,12 +177,32 @@ def vector_forms(a: float) -> VectorForms:
                        g_rel_error=(16.0 + 90.0 * abs(a) + 8.0 / abs(1.0 - a)) * vm.EPS)
 
 
+def textbook(parameter):
+    """f and f'(inf) as the textbook writes them, in mpmath: the tests' reference."""
+    import mpmath as mp
+
+    a = mp.mpf(parameter)
+
+    def f(u):
+        if u == 0:
+            return 1 / a if a > 0 else mp.inf
+        return (u**a - 1 - a * (u - 1)) / (a * (a - 1))
+
+    return f, (1 / (1 - a) if a < 1 else mp.inf)
+
+
 def _parameter_text(a: float) -> str:
     """The shortest text that reads back as ``a`` (repr), without a trailing
     ".0": a name that rounds (":g" made 2.0000001 "alpha:2") resolves to
     another divergence, and a table exported under it failed its own check."""
     text = repr(a)
     return text[:-2] if text.endswith(".0") else text
+
+
+#: The parameters every backend's tests and ``bandsolve verify`` sample the
+#: family at (a > 1, 0 < a < 1, a < 0), each with its verify tolerance
+#: (``Divergence.verify_tolerance``; 1e-7 for any other a).
+SAMPLES = {0.5: 1e-7, 2.0: 3e-7, -1.0: 3e-8}
 
 
 #: The largest |a| accepted: verified against an mpmath reference up to it
@@ -237,4 +257,5 @@ def alpha_divergence(a: float) -> Divergence:
         parameter=a,
         convex_generator=convex_generator, convex_perspective=convex_perspective,
         convex_log=convex_log, exact_form=exact_form, vector_forms=vector_forms(a),
+        verify_tolerance=SAMPLES.get(a, 1e-7), textbook=textbook,
     )

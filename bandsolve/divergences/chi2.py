@@ -61,8 +61,16 @@ def exact_form(a):
     return MpGenerator(lambda u, x: x * x, lambda u, x: 2 * x, mp.mpf(1), mp.mpf(-2), mp.inf)
 
 
+def textbook(parameter):
+    """f and f'(inf) as the textbook writes them, in mpmath: the tests' reference."""
+    import mpmath as mp
+
+    return (lambda u: (u - 1) ** 2), mp.inf
+
+
 DIVERGENCE = Divergence(
     "chi2", "(u - 1)^2", f, df, conjugate,
     f_at_zero=1.0, slope_at_infinity=math.inf, curvature_at_one=2.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form)
+    exact_form=exact_form,
+    textbook=textbook, verify_tolerance=1e-7)

@@ -89,8 +89,16 @@ def exact_form(a):
     return MpGenerator(exact_f, lambda u, x: 1 - 1 / mp.sqrt(u), mp.mpf(1), -mp.inf, mp.mpf(1))
 
 
+def textbook(parameter):
+    """f and f'(inf) as the textbook writes them, in mpmath: the tests' reference."""
+    import mpmath as mp
+
+    return (lambda u: (mp.sqrt(u) - 1) ** 2), mp.mpf(1)
+
+
 DIVERGENCE = Divergence(
     "hellinger", "(sqrt(u) - 1)^2", f, df, f,
     f_at_zero=1.0, slope_at_infinity=1.0, curvature_at_one=0.5, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form)
+    exact_form=exact_form,
+    textbook=textbook, verify_tolerance=3e-8)

@@ -78,8 +78,16 @@ def exact_form(a):
                        mp.inf, -mp.inf, mp.mpf(1))
 
 
+def textbook(parameter):
+    """f and f'(inf) as the textbook writes them, in mpmath: the tests' reference."""
+    import mpmath as mp
+
+    return (lambda u: (u - 1) ** 2 / u if u > 0 else mp.inf), mp.mpf(1)
+
+
 DIVERGENCE = Divergence(
     "neyman_chi2", "(u - 1)^2 / u", f, df, conjugate,
     f_at_zero=math.inf, slope_at_infinity=1.0, curvature_at_one=2.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    convex_log=convex_log, exact_form=exact_form)
+    convex_log=convex_log, exact_form=exact_form,
+    textbook=textbook, verify_tolerance=3e-8)

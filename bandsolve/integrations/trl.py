@@ -62,8 +62,8 @@ class BandGRPOConfig(GRPOConfig):
     band_delta: float = dataclasses.field(
         default=0.05, metadata={"help": "BandPO trust-region radius delta"})
     band_divergence: str = dataclasses.field(
-        default="kl", metadata={"help": "f-divergence: kl, rkl, tv, chi2, neyman_chi2, "
-                                        "hellinger, js or alpha:<a>"})
+        default="kl", metadata={"help": "f-divergence: a name of "
+                                        "bandsolve.BUILTIN_DIVERGENCES or alpha:<a>"})
     band_max_ratio: float | None = dataclasses.field(
         default=10.0, metadata={"help": "cap on the upper bound (None: no cap)"})
 

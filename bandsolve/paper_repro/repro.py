@@ -17,7 +17,6 @@ speak to the paper's LLM numbers, the row says so rather than making a number up
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
@@ -28,6 +27,7 @@ import numpy as np
 import bandsolve as bs
 from bandsolve import convex
 from bandsolve.baselines import ppo_bounds
+from bandsolve.divergences import BUILTIN_DIVERGENCES
 
 from .._files import atomic_write, output_folder
 from .._progress import Progress
@@ -228,7 +228,9 @@ def closed_forms_against_convex():
     p = np.array([1e-3, 0.01, 0.08, 0.3, 0.5, 0.7, 0.9, 0.99])
     worst = {}
     seconds = 0.0
-    for name in ("tv", "chi2", "hellinger", "neyman_chi2", "kl"):
+    # every closed form, and kl for the root finder
+    names = [n for n, div in BUILTIN_DIVERGENCES.items() if div.has_closed_form] + ["kl"]
+    for name in names:
         res = convex.band(p, 0.1, name)
         lo, hi = bs.band(p, 0.1, name)
         seconds += res.solve_seconds
@@ -542,34 +544,52 @@ def report(claims, seconds, figures_link="figures", figures_made=FIGURES,
     return "\n".join(lines)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bandsolve repro`` (:mod:`bandsolve.cli.repro` declares them)."""
-    from ..cli.repro import add_arguments as declare
+@dataclasses.dataclass(frozen=True)
+class ReproConfig:
+    """What :func:`run` reproduces and where it writes (``bandsolve repro``'s options).
 
-    declare(parser)
+    ``out``: the folder for ``REPORT.md`` and ``figures/``; ``out_report`` and
+    ``figures`` place either elsewhere. ``full``: the long dynamics study;
+    ``skip_dynamics``: the theory claims and figures only. ``jobs``: processes
+    for the study (its runs are seeded per task, so results do not depend on
+    it); ``resume``: a folder that keeps each finished run of the study and
+    reuses those already there (pickles: use a folder you trust).
+    """
+
+    out: str = "bandsolve-output"
+    out_report: str | None = None
+    figures: str | None = None
+    full: bool = False
+    skip_dynamics: bool = False
+    jobs: int = 1
+    resume: str | None = None
 
 
-def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="bandsolve repro", description=__doc__.splitlines()[0])
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+@dataclasses.dataclass(frozen=True)
+class Reproduction:
+    """What :func:`run` made: the report's markdown and where it and the figures went."""
+
+    text: str
+    report_path: str
+    figures_dir: str
 
 
-def run(args: argparse.Namespace) -> int:
-    """The reproduction for parsed options (see :func:`add_arguments`)."""
-    report_path = args.out_report or os.path.join(args.out, "REPORT.md")
-    figures_dir = args.figures or os.path.join(args.out, "figures")
+def run(config: ReproConfig = ReproConfig()) -> Reproduction:
+    """Reproduce the claims and figures, and write the report (see :class:`ReproConfig`)."""
+    report_path = config.out_report or os.path.join(config.out, "REPORT.md")
+    figures_dir = config.figures or os.path.join(config.out, "figures")
     # before any work: a file in the way, or no permission, is said at once
     output_folder(os.path.dirname(os.path.abspath(report_path)),
-                  "--out-report's folder" if args.out_report else "--out")
+                  "--out-report's folder" if config.out_report else "--out")
     if os.path.isdir(report_path):
         raise IsADirectoryError(f"the report {report_path!r} would replace a folder: name a "
                                 "file with --out-report")
-    output_folder(figures_dir, "--figures" if args.figures else "--out's figures folder")
-    if args.resume:
-        output_folder(args.resume, "--resume")
+    output_folder(figures_dir, "--figures" if config.figures else "--out's figures folder")
+    if config.resume:
+        output_folder(config.resume, "--resume")
     start = time.perf_counter()
-    kept_before = (os.path.isdir(args.resume) and os.listdir(args.resume)) if args.resume else []
+    kept_before = (os.path.isdir(config.resume) and os.listdir(config.resume)
+                   if config.resume else [])
     claims = []
     with Progress(total=len(THEORY) + 1, desc="paper_repro", unit="claim") as bar:
         for step in THEORY:
@@ -579,7 +599,7 @@ def run(args: argparse.Namespace) -> int:
         bar.set_postfix_str("figures")
         figures(figures_dir)
         bar.update(1)
-    if args.skip_dynamics:
+    if config.skip_dynamics:
         claims.append(Claim("The dynamics study (entropy, tail tokens, the sequence task)",
                             "Figures 3-5", "skipped (--skip-dynamics)", "not run"))
     else:
@@ -593,22 +613,20 @@ def run(args: argparse.Namespace) -> int:
             from ..analysis.common import Jobs
             from ..analysis.studies import full_study, quick_study
 
-            claims += dynamics_claims(figures_dir, full_study() if args.full else quick_study(),
-                                      jobs=Jobs(args.jobs, args.resume))
+            claims += dynamics_claims(figures_dir, full_study() if config.full else quick_study(),
+                                      jobs=Jobs(config.jobs, config.resume))
     claims += not_at_this_scale()
     link = os.path.relpath(os.path.abspath(figures_dir),
                            os.path.dirname(os.path.abspath(report_path))).replace(os.sep, "/")
     # a skipped or failed study leaves its figures unmade: link none of them
     made = [name for name in FIGURES
             if os.path.exists(os.path.join(figures_dir, f"{name}.png"))]
-    command = " ".join(["bandsolve repro"] + ["--full"] * args.full
-                       + ["--skip-dynamics"] * args.skip_dynamics
-                       + [f"--jobs {args.jobs}"] * (args.jobs != 1)
-                       + ["--resume DIR"] * (args.resume is not None))
-    resumed = args.resume is not None and not args.skip_dynamics and bool(kept_before)
+    command = " ".join(["bandsolve repro"] + ["--full"] * config.full
+                       + ["--skip-dynamics"] * config.skip_dynamics
+                       + [f"--jobs {config.jobs}"] * (config.jobs != 1)
+                       + ["--resume DIR"] * (config.resume is not None))
+    resumed = config.resume is not None and not config.skip_dynamics and bool(kept_before)
     text = report(claims, time.perf_counter() - start, link, made, command, resumed)
     with atomic_write(report_path) as fh:
         fh.write(text)
-    print(text)
-    print(f"wrote {report_path} and the figures in {figures_dir}")
-    return 0
+    return Reproduction(text, report_path, figures_dir)

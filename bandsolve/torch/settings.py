@@ -29,8 +29,8 @@ class BandSettings:
     delta : float
         Trust-region radius, > 0.
     divergence : str or Divergence
-        Any name ``bandsolve.band`` accepts (kl, rkl, tv, chi2, neyman_chi2,
-        hellinger, js, ``alpha:<a>``), or a Divergence.
+        Any name ``bandsolve.band`` accepts (``bandsolve.BUILTIN_DIVERGENCES``,
+        ``alpha:<a>``), or a Divergence.
     max_ratio : float or None
         Cap on the upper bound, >= 1; None for no cap.
     validate : bool or {"sync", "async"}
@@ -78,8 +78,8 @@ class BandConfigKeys:
     ``band_delta`` (0.05)
         Trust-region radius delta.
     ``band_divergence`` ("kl")
-        Any name ``bandsolve.band`` accepts: kl, rkl, tv, chi2, neyman_chi2,
-        hellinger, js, ``alpha:<a>``.
+        Any name ``bandsolve.band`` accepts: ``bandsolve.BUILTIN_DIVERGENCES``,
+        ``alpha:<a>``.
     ``band_max_ratio`` (10.0)
         Cap on the upper bound, or null for none.
     ``band_dual_clip`` (true)
