@@ -295,3 +295,25 @@ def test_tiny_and_huge_delta_subnormal_p_and_p_near_one(name, delta, p):
     points = np.array([p, 1.0 - p if p < 0.5 else p])
     lower, upper = _solver_for(name, delta).band(points)
     assert _worst(name, delta, points, lower, upper, [True, True]) <= 1.0
+
+
+def test_band_reuses_its_tables_and_keeps_a_bounded_number():
+    """band() builds the fast path's tables once per (divergence, delta) and
+    reuses them (issue 33: it rebuilt them every call), gives FastBand's
+    result bit for bit, and keeps at most BAND_TABLES.maxsize pairs."""
+    from bandsolve import _solve
+
+    p = np.geomspace(1e-9, 1.0, _solve.FAST_MIN_SIZE)
+    _solve.BAND_TABLES.clear()
+    first = bs.band(p, 0.05, "kl")
+    entry = _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05)
+    second = bs.band(p, 0.05, "kl")
+    assert _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05) is entry
+    reference = bs.FastBand("kl", 0.05).band(p)
+    for a, b, c in zip(first, second, reference):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+    for delta in (0.01, 0.02, 0.03, 0.04, 0.06):
+        bs.band(p, delta, "kl")
+    assert len(_solve.BAND_TABLES) == _solve.BAND_TABLES.maxsize
+    assert _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05) is not entry
