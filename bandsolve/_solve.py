@@ -5,10 +5,15 @@ Every caller that has validated once calls :func:`solve`: the numpy API,
 ``convex.band`` (for its estimates), ``calibrate``. A caller that solves with
 one divergence and delta again and again (a trainer's step, a calibration)
 holds a :class:`WarmStart` and passes it, or the fast path's tables
-(``bandsolve.FastBand`` holds them); nothing is memoised behind its back.
+(``bandsolve.FastBand`` holds them). A caller that holds neither gets the
+fast path's tables from :data:`BAND_TABLES`, the one cache of this module:
+bounded, keyed on (divergence, delta), and documented below.
 """
 
 from __future__ import annotations
+
+import collections
+import threading
 
 import numpy as np
 
@@ -16,7 +21,7 @@ from ._kernels import _fast, _solver, _warm_start
 from ._kernels._bind import kernels_for
 from ._validate import BandRequest
 
-__all__ = ["BandSolveError", "WarmStart", "solve"]
+__all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "solve"]
 
 # From this many elements with one delta, a table of starting points pays:
 # building it (8194 solves, about 1.7 ms for kl) costs about what 4096
@@ -25,8 +30,10 @@ __all__ = ["BandSolveError", "WarmStart", "solve"]
 # See _kernels/_warm_start.py.
 WARM_START_MIN_SIZE = 4096
 
-# From this many elements with one delta, solve builds the fast path's tables
-# (``_kernels/_fast.py``) for the call and drops them; a FastBand keeps them.
+# From this many elements with one delta, solve takes the fast path
+# (``_kernels/_fast.py``), with the caller's tables (a FastBand's) or those
+# of BAND_TABLES. The choice depends on the size alone, never on what the
+# cache holds, so a call's result does not depend on the calls before it.
 # Set from benchmarks/bench_fast.py (benchmarks/RESULTS.md, issue 20): for kl
 # a throwaway table measured 1.2x the warm-started root finder at 32,768
 # elements and 2.1x at 131,072 (the build, 5-15 ms, amortised); this sits
@@ -73,6 +80,53 @@ class WarmStart:
         return self._tables
 
 
+class TableCache:
+    """The fast path's tables of the last ``maxsize`` (divergence, delta)
+    pairs :func:`solve` met without tables of the caller's, most recently
+    used kept.
+
+    ``bandsolve.band`` on a large single-delta batch goes through it
+    (:data:`BAND_TABLES`), so that a trainer calling ``band`` with the same
+    delta every step builds the tables once (about 16 ms for kl), as a
+    ``FastBand`` does. An entry holds about 370 kB (two start tables of
+    3840 x 6 float64 and the saturation edges), so the cache at most
+    ``maxsize`` times that. Entries are read-only, and the cache is safe to
+    use from several threads (two threads that miss together may both build
+    the same entry; one is kept). ``clear()`` empties it.
+    """
+
+    def __init__(self, maxsize: int):
+        self.maxsize = maxsize
+        self._entries: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+
+    def tables(self, divergence, delta: float) -> _fast.FastTables:
+        """The tables for ``divergence`` at ``delta``, built on a miss."""
+        key = (divergence, delta)
+        with self._lock:
+            if key in self._entries:
+                self._entries.move_to_end(key)
+                return self._entries[key]
+        built = fast_tables(divergence, delta, WarmStart())
+        with self._lock:
+            self._entries[key] = built
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.maxsize:
+                self._entries.popitem(last=False)
+        return built
+
+
+#: The tables ``band`` uses (see :class:`TableCache`): four pairs of
+#: (divergence, delta), about 1.5 MB at most.
+BAND_TABLES = TableCache(maxsize=4)
+
 _NO_TABLE = (np.empty(0), np.empty(0))
 
 
@@ -98,11 +152,12 @@ def _raise_solver_failure(request: BandRequest, status: np.ndarray, failures: in
 
 def _fast_tables(request: BandRequest, kernels, fast):
     """The fast path's tables for this request, or None for the root finder:
-    the caller's where given, a throwaway set where it pays."""
+    the caller's where given, else BAND_TABLES' where the batch is large
+    enough to pay for building them."""
     if not kernels.has_fast_path or request.delta.size != 1 or request.x.size != request.size:
         return None
     if fast is None and request.size >= FAST_MIN_SIZE:
-        fast = fast_tables(request.divergence, float(request.delta[0]), WarmStart())
+        fast = BAND_TABLES.tables(request.divergence, float(request.delta[0]))
     return fast
 
 
@@ -149,8 +204,8 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
     has one delta; without one, a table is built for this call alone where
     it pays (``WARM_START_MIN_SIZE`` elements or more).
     ``fast``: the fast path's tables for the request's divergence and its one
-    delta (a FastBand's); without them, a throwaway set is built where it
-    pays (``FAST_MIN_SIZE`` elements or more). Either way the elements the
+    delta (a FastBand's); without them, :data:`BAND_TABLES`' are used where
+    the batch has ``FAST_MIN_SIZE`` elements or more. Either way the elements the
     fast path cannot certify are recomputed by the root finder, so the
     result carries the same accuracy statement.
     Raises BandSolveError where a bound failed, unless the request's

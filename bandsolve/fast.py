@@ -5,8 +5,9 @@ A trainer calls the band with the same delta every step. ``FastBand`` builds
 the per-delta start tables of the fast path (``_kernels/_fast.py``) once and
 every call reuses them; they belong to the object, as a ``WarmStart`` does,
 not to a hidden cache. ``bandsolve.band`` takes the same path for a single
-delta from ``_solve.FAST_MIN_SIZE`` elements, building tables for that call
-only.
+delta from ``_solve.FAST_MIN_SIZE`` elements, with the tables of
+``_solve.BAND_TABLES`` (a bounded cache of the last four (divergence, delta)
+pairs).
 """
 
 from __future__ import annotations

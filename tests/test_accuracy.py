@@ -118,3 +118,14 @@ def test_warm_started_batches_are_as_accurate(name):
     sample = np.r_[rng.choice(n, 40, replace=False), np.arange(n - 8, n)]
     _assert_accurate(name, logp[sample], np.full(sample.size, 0.05), lower[sample],
                      upper[sample], from_logp=True)
+
+
+@pytest.mark.parametrize("delta", [1e-300, 1e-8, 0.05, 10.0, 1e300])
+def test_chi2_one_delta_batch_keeps_subnormal_products(delta):
+    """chi2's closed form takes sqrt(delta) sqrt(p (1 - p)), the product
+    scaled where it would be subnormal: a batch with one delta (the
+    vectorised loop) from the smallest subnormal p to 1, against mpmath."""
+    p = np.array([5e-324, 1e-320, 2.0**-1022, 1e-300, 1e-200, 1e-30, 1e-6, 0.3, 0.5,
+                  1 - 1e-12, 1 - 2.0**-53, 1.0])
+    lower, upper = bs.band(p, delta, "chi2")
+    _assert_accurate("chi2", p, np.full(p.size, delta), lower, upper, from_logp=False)

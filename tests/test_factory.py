@@ -133,3 +133,29 @@ def test_builtin_kernels_load_from_the_disk_cache_in_a_new_process(tmp_path):
 
     assert run() == (0, 1)  # an empty cache: compiled
     assert run() == (1, 0)  # the entry the first process wrote
+
+
+@pytest.mark.parametrize("name", ["kl", "hellinger"])
+def test_serial_kernels_give_the_parallel_kernels_bits(name):
+    """A batch below _bind.SERIAL_MAX runs the serial copy of the kernel
+    (it compiles in about half the time): it must give the parallel copy's
+    result bit for bit, status and failure count included."""
+    div = bs.get_divergence(name)
+    p = np.concatenate([np.geomspace(1e-300, 0.5, 300), 1.0 - np.geomspace(1e-16, 0.5, 300),
+                        [0.0, 1.0]])
+    delta = np.array([0.05])
+    results = []
+    for serial in (False, True):
+        lower, upper = np.empty(p.size), np.empty(p.size)
+        if div.has_closed_form:
+            _factory.specialise(_solver.band_by_closed_form, div, serial=serial)(
+                p, False, delta, div.parameter, lower, upper)
+            results.append((lower, upper))
+        else:
+            status = np.empty(p.size, dtype=np.int8)
+            failures = _factory.specialise(_solver.band_by_root, div, serial=serial)(
+                p, False, delta, div.parameter, div.f_at_zero, div.slope_at_infinity,
+                div.curvature_at_one, np.empty(0), np.empty(0), lower, upper, status)
+            results.append((lower, upper, status, failures))
+    for parallel, serial in zip(*results):
+        np.testing.assert_array_equal(serial, parallel)

@@ -229,25 +229,38 @@ def test_lower_bound_near_1e_15_is_kept_and_exact():
 
 @pytest.mark.parametrize("name", DIVERGENCES)
 def test_polish_pass_vectorises(name):
-    """The polish pass of each family compiles to packed SIMD arithmetic
-    (the divisions of the step, vdivpd on a vector register) with no call
-    into libm: a libm call or a gather inside it keeps LLVM from vectorising."""
+    """The polish pass of each family, for p and for log p, compiles to
+    packed SIMD arithmetic (the divisions of the step, vdivpd on a vector
+    register) with fused multiply-adds where the CPU has them, and with no
+    call into libm: a libm call or a gather inside it keeps LLVM from
+    vectorising, and the kernel's flags, not the inlined helpers', decide
+    whether a * b + c contracts."""
     from bandsolve._kernels import _fast
     from bandsolve._kernels._factory import specialise
+    from bandsolve._kernels._util import CONTRACT
 
     solver = _solver_for(name, 0.05)
-    # a fresh compile of the specialised copy: numba inspects no cached code
-    polish = numba.njit(error_model="numpy", cache=False)(
-        specialise(_fast.polish_block, solver.divergence).py_func)
     n = 64
     tables = solver._tables
-    polish(np.linspace(0.01, 0.99, n), False, 0.05, solver.divergence.parameter, 1e-15,
-           tables.edges, np.zeros(n), np.zeros(n), np.empty(n), np.empty(n),
-           np.empty(n, dtype=np.int8))
-    asm = "\n".join(polish.inspect_asm().values())
-    assert "vdivpd\t%ymm" in asm or "vdivpd\t%zmm" in asm or "divpd\t%xmm" in asm
-    assert not any(sym in asm for sym in ("log1p", "expm1", "\tcallq\tlog", "\tcallq\texp",
-                                          "\tcall\tlog", "\tcall\texp"))
+    for from_logp, x in ((False, np.linspace(0.01, 0.99, n)),
+                         (True, np.log(np.linspace(0.01, 0.99, n)))):
+        # a fresh compile of the specialised copy: numba inspects no cached code
+        polish = numba.njit(error_model="numpy", cache=False, fastmath=set(CONTRACT))(
+            specialise(_fast.polish_block, solver.divergence, FROM_LOGP=from_logp).py_func)
+        polish(x, 0.05, solver.divergence.parameter, 1e-15, tables.edges, np.zeros(n),
+               np.zeros(n), np.empty(n), np.empty(n), np.empty(n, dtype=np.int8))
+        asm = "\n".join(polish.inspect_asm().values())
+        assert "vdivpd\t%ymm" in asm or "vdivpd\t%zmm" in asm or "divpd\t%xmm" in asm
+        assert not any(sym in asm for sym in ("log1p", "expm1", "\tcallq\tlog", "\tcallq\texp",
+                                              "\tcall\tlog", "\tcall\texp"))
+        if _host_has_fma():
+            assert "vfmadd" in asm or "vfmsub" in asm or "vfnmadd" in asm
+
+
+def _host_has_fma():
+    import llvmlite.binding as llvm
+
+    return "+fma" in llvm.get_host_cpu_features().flatten()
 
 
 @settings(max_examples=60, deadline=None)
@@ -284,3 +297,25 @@ def test_tiny_and_huge_delta_subnormal_p_and_p_near_one(name, delta, p):
     points = np.array([p, 1.0 - p if p < 0.5 else p])
     lower, upper = _solver_for(name, delta).band(points)
     assert _worst(name, delta, points, lower, upper, [True, True]) <= 1.0
+
+
+def test_band_reuses_its_tables_and_keeps_a_bounded_number():
+    """band() builds the fast path's tables once per (divergence, delta) and
+    reuses them (issue 33: it rebuilt them every call), gives FastBand's
+    result bit for bit, and keeps at most BAND_TABLES.maxsize pairs."""
+    from bandsolve import _solve
+
+    p = np.geomspace(1e-9, 1.0, _solve.FAST_MIN_SIZE)
+    _solve.BAND_TABLES.clear()
+    first = bs.band(p, 0.05, "kl")
+    entry = _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05)
+    second = bs.band(p, 0.05, "kl")
+    assert _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05) is entry
+    reference = bs.FastBand("kl", 0.05).band(p)
+    for a, b, c in zip(first, second, reference):
+        np.testing.assert_array_equal(a, c)
+        np.testing.assert_array_equal(b, c)
+    for delta in (0.01, 0.02, 0.03, 0.04, 0.06):
+        bs.band(p, delta, "kl")
+    assert len(_solve.BAND_TABLES) == _solve.BAND_TABLES.maxsize
+    assert _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05) is not entry

@@ -22,6 +22,12 @@ __all__ = ["Kernels", "kernels_for"]
 
 _NO_START = (np.empty(0), np.empty(0))
 
+# Below this many elements the root finder and the closed forms run on one
+# thread (``specialise(..., serial=True)``): a launch over threads gains
+# less than it costs there, and the serial kernel compiles in about half the
+# time, so a first call on a few values does not pay for the parallel one.
+SERIAL_MAX = 1024
+
 
 @dataclasses.dataclass(frozen=True)
 class Kernels:
@@ -46,7 +52,8 @@ class Kernels:
     def band_by_closed_form(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
                             lower: np.ndarray, upper: np.ndarray) -> None:
         """Both bounds of every element from the closed form (never fails)."""
-        specialise(_solver.band_by_closed_form, self.divergence)(
+        specialise(_solver.band_by_closed_form, self.divergence,
+                   serial=lower.size < SERIAL_MAX)(
             x, from_logp, delta, self.divergence.parameter, lower, upper)
 
     def band_by_root(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
@@ -56,7 +63,7 @@ class Kernels:
         ``_solver.STATUS_*`` codes) and returns the count of failed elements.
         ``start_*``: warm-start tables (:meth:`margins_at` on
         ``_warm_start.NODE_Z``), or empty arrays."""
-        return specialise(_solver.band_by_root, self.divergence)(
+        return specialise(_solver.band_by_root, self.divergence, serial=lower.size < SERIAL_MAX)(
             x, from_logp, delta, *self._root_constants(), start_upper, start_lower,
             lower, upper, status)
 
@@ -92,8 +99,8 @@ class Kernels:
         ``status`` (int8: ``STATUS_OK``, or ``STATUS_UNCERTIFIED`` where the
         root finder must recompute the element) and returns that count."""
         forms = self.divergence.vector_forms
-        return specialise(_fast.band_fast, self.divergence)(
-            x, from_logp, tables.delta, self.divergence.parameter, forms.g_rel_error,
+        return specialise(_fast.band_fast, self.divergence, FROM_LOGP=bool(from_logp))(
+            x, tables.delta, self.divergence.parameter, forms.g_rel_error,
             tables.upper, tables.lower, tables.edges, lower, upper, status)
 
     def saturation_threshold(self, upper: bool, delta: float) -> float:

@@ -41,7 +41,7 @@ import pathlib
 import sys
 import types as pytypes
 
-from ._util import jit, parallel_kernel
+from ._util import CONTRACT, jit, parallel_kernel
 
 #: The globals a template reads its divergence's functions from, and the
 #: ``Divergence`` field that fills each.
@@ -53,33 +53,49 @@ SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
-def template(signature=None, parallel=False, *, slots=(), calls=()):
+def template(signature=None, parallel=False, *, slots=(), calls=(), constants=(),
+             contract=False):
     """Mark a function as a template that reads ``slots`` (names from
-    :data:`SLOT_FIELDS`) and calls the templates ``calls``: compiled for
-    ``signature`` (or lazily, for the argument types it meets, without one),
-    as a ``prange`` kernel launched under the package's launch lock where
-    ``parallel``."""
+    :data:`SLOT_FIELDS`) and the compile-time ``constants`` (global names
+    that :func:`specialise` binds), and calls the templates ``calls``:
+    compiled for ``signature`` (or lazily, for the argument types it meets,
+    without one), as a ``prange`` kernel launched under the package's launch
+    lock where ``parallel``, and with fused multiply-adds where ``contract``
+    (``_util.CONTRACT``: LLVM's ``contract`` flag alone, which keeps NaN, inf
+    and signed zeros; it must be on the outermost function, since inlining
+    applies the caller's flags to the inlined code)."""
     unknown = set(slots) - set(SLOT_FIELDS)
     if unknown:
         raise ValueError(f"unknown template slots {sorted(unknown)}; known: {sorted(SLOT_FIELDS)}")
 
     def mark(fn):
-        fn.template_options = (signature, parallel)
+        fn.template_options = (signature, parallel, contract)
         fn.template_slots = frozenset(slots)
+        fn.template_constants = frozenset(constants)
         fn.template_calls = tuple(calls)
         return fn
 
     return mark
 
 
-def specialise(fn, divergence):
+def specialise(fn, divergence, *, serial=False, **constants):
     """The template ``fn`` compiled for ``divergence`` (any object with the
-    fields of :data:`SLOT_FIELDS`), from the in-memory cache after the first
-    call.
+    fields of :data:`SLOT_FIELDS`) and the values of its compile-time
+    ``constants`` (each a separate compiled copy, in which LLVM folds the
+    branches on it away), from the in-memory cache after the first call.
+    ``serial``: a parallel template compiled as a plain loop on one thread,
+    for batches too small to gain from threads; it compiles in about half
+    the time (numba's parallel lowering is the other half) and gives the
+    same bits, element by element.
 
     Raises TypeError where the template reads a function the divergence
-    leaves as None (a closed-form kernel for a divergence without one).
+    leaves as None (a closed-form kernel for a divergence without one), or
+    where ``constants`` is not exactly the set it reads.
     """
+    declared = _constants_read(fn)
+    if set(constants) != declared:
+        raise TypeError(f"{fn.__name__} reads the constants {sorted(declared)} "
+                        f"(got {sorted(constants)})")
     functions = []
     for slot in sorted(_slots_read(fn)):
         value = divergence
@@ -89,7 +105,7 @@ def specialise(fn, divergence):
             raise TypeError(f"{fn.__name__} needs the divergence's {SLOT_FIELDS[slot]}, "
                             "which it does not define")
         functions.append((slot, value))
-    return _compiled(fn, tuple(functions))
+    return _compiled(fn, tuple(functions), tuple(sorted(constants.items())), serial)
 
 
 @functools.cache
@@ -102,27 +118,43 @@ def _slots_read(fn) -> frozenset:
     return frozenset(slots)
 
 
+@functools.cache
+def _constants_read(fn) -> frozenset:
+    """The compile-time constants a template reads, itself or through the
+    templates it calls."""
+    names = set(fn.template_constants)
+    for callee in fn.template_calls:
+        names |= _constants_read(callee)
+    return frozenset(names)
+
+
 @functools.lru_cache(maxsize=512)
-def _compiled(fn, functions):
+def _compiled(fn, functions, constants=(), serial=False):
     bound = dict(functions)
     namespace = dict(fn.__globals__)
     namespace.update(bound)
+    namespace.update(constants)
     for callee in fn.template_calls:
-        needed = _slots_read(callee)
-        namespace[callee.__name__] = _compiled(callee, tuple(item for item in functions
-                                                             if item[0] in needed))
+        needed, needed_constants = _slots_read(callee), _constants_read(callee)
+        namespace[callee.__name__] = _compiled(
+            callee, tuple(item for item in functions if item[0] in needed),
+            tuple(item for item in constants if item[0] in needed_constants))
     copy = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
                                 fn.__closure__)
     copy.__doc__ = fn.__doc__
     copy.__module__ = fn.__module__
     key = _cache_key(bound.values())
     # numba names its cache files by the qualified name: one entry per
-    # divergence and source version, never a neighbour's kernel
-    copy.__qualname__ = f"{fn.__qualname__}[{key or f'{id(copy):x}'}]"
-    signature, parallel = fn.template_options
-    if parallel:
-        return parallel_kernel(signature, cache=key is not None)(copy)
-    options = {"cache": key is not None}
+    # divergence, constants and source version, never a neighbour's kernel
+    suffix = "".join(f"[{name}={value!r}]" for name, value in constants)
+    suffix += "[serial]" if serial and fn.template_options[1] else ""
+    copy.__qualname__ = f"{fn.__qualname__}[{key or f'{id(copy):x}'}]{suffix}"
+    signature, parallel, contract = fn.template_options
+    options: dict[str, object] = {"cache": key is not None}
+    if contract:
+        options["fastmath"] = CONTRACT
+    if parallel and not serial:
+        return parallel_kernel(signature, **options)(copy)
     return jit(signature, **options)(copy) if signature is not None else jit(**options)(copy)
 
 

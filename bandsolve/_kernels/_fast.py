@@ -90,6 +90,11 @@ def _unbound(*args):
 
 
 VECTOR_FORM: Callable[..., Any] = _unbound
+# The compile-time constant (``_factory.specialise(..., FROM_LOGP=...)``):
+# whether x holds log p. Two copies of each kernel, each with its branch
+# folded away, rather than one testing it per element: LLVM does not split
+# the loop on a run-time flag, so every element paid for both paths.
+FROM_LOGP = False
 
 _LOCAL_BITS = 52 - PIECE_BITS
 _LOCAL_MASK = (1 << _LOCAL_BITS) - 1
@@ -140,8 +145,8 @@ def _past(p, pc, edge_p, edge_pc):
     return p > edge_p if edge_p <= 0.5 else pc < edge_pc
 
 
-@template(slots=("VECTOR_FORM",))
-def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, start_lower,
+@template(slots=("VECTOR_FORM",), constants=("FROM_LOGP",), contract=True)
+def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
                  lower, upper, status):
     """The polish pass over one block: bounds and status from the starts.
 
@@ -205,7 +210,7 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
     flagged = 0
     for i in range(x.size):
         xi = x[i]
-        if from_logp:
+        if FROM_LOGP:
             p = vexp(xi)
             pc = 0.0 - vexpm1(xi)
         else:
@@ -216,7 +221,7 @@ def polish_block(x, from_logp, delta, theta, g_rel_error, edges, start_upper, st
         inv_p = 1.0 / p
         # the simplex cap 1/p: from log p, e^(-log p) rounded down (1/p of a
         # rounded p can exceed it by an ulp)
-        cap = _cap_from_logp(xi) if from_logp else inv_p
+        cap = _cap_from_logp(xi) if FROM_LOGP else inv_p
         upper_saturated = _past(p, pc, up_out_p, up_out_pc)
         upper_interior = not _past(p, pc, up_in_p, up_in_pc)
         lower_saturated = not _past(p, pc, lo_out_p, lo_out_pc)
@@ -246,8 +251,8 @@ def _cap_from_logp(log_p):
     return cap if (cap == 1.0) | (cap == math.inf) else down
 
 
-@template()
-def gather_block(x, from_logp, table_upper, table_lower, start_upper, start_lower):
+@template(constants=("FROM_LOGP",), contract=True)
+def gather_block(x, table_upper, table_lower, start_upper, start_lower):
     """The gather pass over one block: the table's starts of both bounds.
 
     A function of its own, as ``polish_block`` is, rather than a loop nested
@@ -258,7 +263,7 @@ def gather_block(x, from_logp, table_upper, table_lower, start_upper, start_lowe
     """
     for j in range(x.size):
         xi = x[j]
-        if from_logp:
+        if FROM_LOGP:
             p, pc = vexp(xi), 0.0 - vexpm1(xi)
         else:
             p, pc = xi, 1.0 - xi
@@ -269,17 +274,17 @@ def gather_block(x, from_logp, table_upper, table_lower, start_upper, start_lowe
 
 
 _FAST_SIG = types.int64(
-    InVec, types.boolean, types.float64, types.float64, types.float64,
+    InVec, types.float64, types.float64, types.float64,
     types.Array(types.float64, 2, "C", readonly=True),
     types.Array(types.float64, 2, "C", readonly=True),
     InVec, OutVec, OutVec, types.int8[::1],
 )
 
 
-@template(_FAST_SIG, parallel=True, calls=(gather_block, polish_block))
-def band_fast(x, from_logp, delta, theta, g_rel_error, table_upper, table_lower, edges,
+@template(_FAST_SIG, parallel=True, calls=(gather_block, polish_block), contract=True)
+def band_fast(x, delta, theta, g_rel_error, table_upper, table_lower, edges,
               lower, upper, status):
-    """Bounds of every element of ``x`` (p, or log p where ``from_logp``) for
+    """Bounds of every element of ``x`` (p, or log p where ``FROM_LOGP``) for
     one delta; status[i] = STATUS_UNCERTIFIED where element i needs the root
     finder, else STATUS_OK.
 
@@ -295,9 +300,9 @@ def band_fast(x, from_logp, delta, theta, g_rel_error, table_upper, table_lower,
         chunk_end = min(n, (chunk + 1) * CHUNK)
         for first in range(chunk * CHUNK, chunk_end, BLOCK):
             last = min(first + BLOCK, chunk_end)
-            gather_block(x[first:last], from_logp, table_upper, table_lower,
+            gather_block(x[first:last], table_upper, table_lower,
                          start_upper[:last - first], start_lower[:last - first])
-            flagged += polish_block(x[first:last], from_logp, delta, theta, g_rel_error, edges,
+            flagged += polish_block(x[first:last], delta, theta, g_rel_error, edges,
                                     start_upper[:last - first], start_lower[:last - first],
                                     lower[first:last], upper[first:last], status[first:last])
     return flagged

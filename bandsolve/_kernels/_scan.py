@@ -10,7 +10,7 @@ import math
 import numpy as np
 from numba import prange, types
 
-from ._util import InVec, jit, parallel_kernel
+from ._util import InVec, compiled_on_first_call, parallel_kernel
 
 # kinds of failure, the row of each in the scan's result
 NAN, POS_INF, NEG_INF, BELOW, ABOVE = range(5)
@@ -19,7 +19,7 @@ _SCAN_SIG = types.int64[:, ::1](InVec, types.float64, types.float64,
                                 types.boolean, types.boolean)
 
 
-@jit(_SCAN_SIG)
+@compiled_on_first_call(_SCAN_SIG)
 def scan(x, low, high, low_inclusive, high_inclusive):
     """result[k] = (count, first flat index or -1) for each kind k.
 

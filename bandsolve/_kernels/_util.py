@@ -36,6 +36,12 @@ if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER ==
 # (see the module docstring). It holds no data.
 _LAUNCH_LOCK = threading.Lock()
 
+#: numba's fastmath flags that keep IEEE semantics: LLVM may fuse a * b + c
+#: into one FMA (one rounding instead of two), and assumes nothing about NaN,
+#: inf or signed zeros. Inlined code takes the flags of the function it is
+#: inlined into, so a kernel sets them itself (``_factory.template``).
+CONTRACT = frozenset({"contract"})
+
 #: ``f(u, u_minus_1, theta)``: a generator (or its derivative) at ``u``.
 #: Both ``u`` and ``u - 1`` are passed so that each function can use whichever
 #: is exact: ``u - 1`` near 1, ``u`` near 0.
@@ -66,7 +72,8 @@ def jit(*args, **kwargs):
 
     ``error_model="numpy"`` makes 1/0 give inf rather than raise, which the
     kernels rely on at the edges u = 0 and p = 1. No fastmath: it would drop
-    the NaN/inf semantics that saturation and the edge cases depend on.
+    the NaN/inf semantics that saturation and the edge cases depend on;
+    ``fastmath=CONTRACT`` alone is safe (it only fuses a * b + c).
     ``cache=True`` where numba finds a writable cache folder, else in memory
     (``cache=False`` asks for memory only). Used bare (``@jit``) or with a
     signature and options (``@jit(sig)``).
@@ -75,6 +82,8 @@ def jit(*args, **kwargs):
             and not isinstance(args[0], types.Type):
         return jit()(args[0])
     kwargs.setdefault("error_model", "numpy")
+    if isinstance(kwargs.get("fastmath"), frozenset):
+        kwargs["fastmath"] = set(kwargs["fastmath"])  # numba takes a set or a bool
     cache = kwargs.pop("cache", True)
 
     def decorate(fn):
@@ -111,37 +120,75 @@ def _compile_with_cache(fn, disk, args, kwargs):
     return dispatcher
 
 
-def parallel_kernel(signature, cache=True):
-    """A ``prange`` kernel, compiled for ``signature``, whose launches from
-    several threads take turns (the module docstring says why)."""
+def parallel_kernel(signature, cache=True, **options):
+    """A ``prange`` kernel for ``signature`` (with the further numba
+    ``options``), compiled at its first launch, whose launches from several
+    threads take turns (the module docstring says why)."""
 
     def decorate(fn):
-        kernel = jit(signature, parallel=True, cache=cache)(fn)
-
-        @functools.wraps(fn)
-        def launch(*args):
-            with _LAUNCH_LOCK:
-                return kernel(*args)
-
-        launch.kernel = kernel  # type: ignore[attr-defined]  # the compiled dispatcher, for tests
-        return launch
+        return _Launcher(fn, lambda: jit(signature, parallel=True, cache=cache, **options)(fn))
 
     return decorate
 
 
+class _Launcher:
+    """A parallel kernel's launcher (``parallel_kernel``): called like the
+    kernel; ``kernel`` is the compiled dispatcher, for tests."""
+
+    def __init__(self, fn, compile_kernel):
+        functools.update_wrapper(self, fn)
+        self._compile_kernel = compile_kernel
+
+    @functools.cached_property
+    def kernel(self):
+        return self._compile_kernel()
+
+    def __call__(self, *args):
+        kernel = self.kernel
+        with _LAUNCH_LOCK:
+            return kernel(*args)
+
+
+# The divergences' numba functions compile lazily, where a kernel first
+# calls them (for float64 arguments: GENERATOR_SIG, SCALED_CONJUGATE_SIG,
+# CLOSED_FORM_SIG), never at import: a kernel loaded from the disk cache
+# carries its callees' code, so a process that finds its kernels there never
+# compiles them, and one that does not compiles only those of the divergence
+# it uses.
 def generator(fn):
-    """Compile a generator-like function to the shared signature."""
-    return jit(GENERATOR_SIG)(fn)
+    """A generator-like function ``(u, u - 1, parameter) -> float``, compiled
+    on first use."""
+    return jit(fn)
 
 
 def scaled_conjugate(fn):
-    """Compile an overflow-free s f*(v) to its signature."""
-    return jit(SCALED_CONJUGATE_SIG)(fn)
+    """An overflow-free s f*(v), compiled on first use."""
+    return jit(fn)
 
 
 def closed_form(fn):
-    """Compile a closed-form margin to the shared signature."""
-    return jit(CLOSED_FORM_SIG)(fn)
+    """A closed-form margin ``(a, b, delta, parameter) -> (upper, lower)``,
+    compiled on first use."""
+    return jit(fn)
+
+
+def compiled_on_first_call(signature):
+    """``jit(signature)``, compiled at the first call instead of at import
+    (numba compiles a function with a signature where it is decorated)."""
+
+    def decorate(fn):
+        @functools.cache
+        def dispatcher():
+            return jit(signature)(fn)
+
+        @functools.wraps(fn)
+        def call(*args):
+            return dispatcher()(*args)
+
+        call.dispatcher = dispatcher  # type: ignore[attr-defined]
+        return call
+
+    return decorate
 
 
 @scaled_conjugate

@@ -28,13 +28,11 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from ._util import jit
+from ._util import CONTRACT, jit
 
 #: Worst error of every function here, in ulp of the exact result (the tests
 #: assert it over the whole domain).
 ULP_BOUND = 2.0
-
-_CONTRACT = {"contract"}
 
 
 @intrinsic
@@ -63,7 +61,7 @@ def _float(typingctx, n):
 
 def vjit(fn):
     """``jit`` for element functions meant to be inlined into SIMD loops."""
-    return jit(fastmath=_CONTRACT, inline="always")(fn)
+    return jit(fastmath=CONTRACT, inline="always")(fn)
 
 
 #: ``(u, u - 1, parameter) -> (f(u), f'(u))``
@@ -71,11 +69,12 @@ VECTOR_FORM_SIG = types.UniTuple(types.float64, 2)(types.float64, types.float64,
 
 
 def vector_form(fn):
-    """A divergence's vector form (``VectorForms.value_and_slope``): compiled
-    to its signature and inlined into the caller's numba IR, since a call
-    across compiled functions keeps the loop scalar (measured 47 ns against
-    1.8 ns per element for kl's f)."""
-    return jit(VECTOR_FORM_SIG, fastmath=_CONTRACT, inline="always")(fn)
+    """A divergence's vector form (``VectorForms.value_and_slope``), of the
+    signature ``VECTOR_FORM_SIG``: inlined into the caller's numba IR, since
+    a call across compiled functions keeps the loop scalar (measured 47 ns
+    against 1.8 ns per element for kl's f), so never compiled on its own (at
+    import it cost 3.4 s with an empty cache)."""
+    return jit(fastmath=CONTRACT, inline="always")(fn)
 
 
 #: float64's machine epsilon, the unit of ``VectorForms.g_rel_error``

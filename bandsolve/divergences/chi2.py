@@ -31,13 +31,13 @@ def conjugate(v, x, theta):
 
 @closed_form
 def margins(a, b, delta, theta):
-    # g(m) = m^2 / (a b); where delta a b could underflow (a or b tiny or
-    # subnormal), separate square roots keep it
-    product = delta * a * b
-    if product > 1e-280:
-        m = math.sqrt(product)
-    else:
-        m = math.sqrt(delta) * math.sqrt(a) * math.sqrt(b)
+    # g(m) = m^2 / (a b) = delta at m = sqrt(delta) sqrt(a b). sqrt(delta) is
+    # the same for every element of a one-delta batch (LLVM hoists it out of
+    # the loop), so the loop takes one root per element, and no branch. a b
+    # is exact wherever it could be subnormal (a + b = 1: the smaller of the
+    # two is below 2^-54 there, and the larger rounds to 1), and delta no
+    # longer multiplies into it, so nothing underflows early
+    m = math.sqrt(delta) * math.sqrt(a * b)
     return min(m, b), min(m, a)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 import numba
 
-from .._kernels._util import GENERATOR_SIG
+from .._kernels._util import GENERATOR_SIG, generator
 
 __all__ = ["compile_generator"]
 
@@ -248,7 +248,7 @@ def _slope_at_infinity(name, f_norm) -> tuple[float, float]:
     return math.inf, math.inf
 
 
-@numba.njit(GENERATOR_SIG, error_model="numpy")
+@generator  # compiled where a kernel first calls it, not at import
 def _zero(u, x, theta):
     return 0.0
 
