@@ -9,7 +9,7 @@ This module imports the plug-ins itself and reports the error text verl
 swallows, beside the rest of what an install needs:
 
 * the versions of bandsolve, Python and every dependency (optional extras
-  absent are reported, not failed);
+  absent, verify and plots among them, are reported, not failed);
 * the numba kernels compile and give the closed-form TV band;
 * numba's on-disk cache (writable or in-memory) and its threading layer;
 * torch: version, CUDA, and ``bandsolve.torch.band`` on CPU (and CUDA);
@@ -37,6 +37,8 @@ import sys
 import traceback
 from collections.abc import Callable
 
+from ._extras import pip_command as _pip
+
 __all__ = ["Check", "add_subcommand", "diagnose", "format_report", "main"]
 
 # Every check catches Exception on purpose (BLE001 below): a doctor that raises
@@ -48,16 +50,19 @@ _PACKAGES = (
     (("numpy",), "numpy", None),
     (("scipy",), "scipy", None),
     (("numba",), "numba", None),
-    (("cvxpy",), "cvxpy", None),
-    (("clarabel",), "clarabel", None),
-    (("mpmath",), "mpmath", None),
+    (("cvxpy",), "cvxpy", "verify"),
+    (("clarabel",), "clarabel", "verify"),
+    (("mpmath",), "mpmath", "verify"),
+    (("tqdm",), "tqdm", "verify"),
+    (("matplotlib",), "matplotlib", "plots"),
     (("torch",), "torch", "torch"),
     (("verl",), "verl", "verl"),
     (("trl",), "trl", "trl"),
     (("transformers",), "transformers", "trl"),
     (("skyrl", "skyrl-train"), "skyrl", "skyrl"),
 )
-_OPTIONAL = {"torch", "verl", "trl", "transformers", "skyrl"}
+_OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch", "verl", "trl",
+             "transformers", "skyrl"}
 
 _VERL_PLUGIN = "bandsolve.torch.verl"
 # what the entry point names: it registers bandpo and imports _VERL_PLUGIN on first use
@@ -116,33 +121,6 @@ def _error_text(exc: BaseException) -> str:
         frame = tb[-1]
         text += f" (at {frame.filename}:{frame.lineno})"
     return text
-
-
-def _install_source() -> tuple[str, bool] | None:
-    """(url, editable) this bandsolve was installed from (its direct_url.json),
-    or None: bandsolve is on no package index, so a fix must name it."""
-    try:
-        text = importlib.metadata.distribution("bandsolve").read_text("direct_url.json")
-        info = json.loads(text) if text else None
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return None
-    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
-        return None
-    return info["url"], bool(info.get("dir_info", {}).get("editable"))
-
-
-def _pip(extra: str | None = None, force: bool = False) -> str:
-    """The pip command that installs bandsolve (with ``extra``) again, from
-    where it came: a bare "bandsolve[verl]" would look for it on an index."""
-    flags = "--force-reinstall " if force else ""
-    spec = f"[{extra}]" if extra else ""
-    source = _install_source()
-    if source is None:
-        return f'pip install {flags}-e ".{spec}" (in the bandsolve checkout)'
-    url, editable = source
-    if editable and url.startswith("file://"):
-        return f'pip install {flags}-e "{url[len("file://"):]}{spec}"'
-    return f'pip install {flags}"bandsolve{spec} @ {url}"'
 
 
 def _requirements() -> dict:

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import bandsolve
-from bandsolve import doctor
+from bandsolve import _extras, doctor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_VERL = importlib.util.find_spec("verl") is not None
@@ -320,9 +320,9 @@ def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
     so that fails or installs another package of the name. The fix names the
     source this bandsolve came from (direct_url.json), or the checkout."""
     wheel = "file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl"
-    monkeypatch.setattr(doctor, "_install_source", lambda: (wheel, False))
+    monkeypatch.setattr(_extras, "_install_source", lambda: (wheel, False))
     assert doctor._pip("verl") == f'pip install "bandsolve[verl] @ {wheel}"'
-    monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///src/bandsolve", True))
+    monkeypatch.setattr(_extras, "_install_source", lambda: ("file:///src/bandsolve", True))
     assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
-    monkeypatch.setattr(doctor, "_install_source", lambda: None)
+    monkeypatch.setattr(_extras, "_install_source", lambda: None)
     assert doctor._pip("skyrl") == 'pip install -e ".[skyrl]" (in the bandsolve checkout)'

@@ -3,6 +3,9 @@
 # install line its docs give (docs/verl.md, docs/trl.md, docs/skyrl.md): verl
 # with the TRL its engine pins, TRL alone at both ends of its pin, and SkyRL on
 # Python 3.12. No --no-deps anywhere: each resolution is the trainer's own.
+# In each, tests/test_light_install.py checks that the trainer's extra brought
+# the light core only: no cvxpy, clarabel or matplotlib, and nothing beyond
+# torch, numpy and numba loaded by import bandsolve.torch.
 #
 #   bash tests/trainer_envs.sh [verl] [trl-lowest] [trl] [skyrl]   (default: all)
 #
@@ -65,17 +68,19 @@ for target in "${targets[@]}"; do
         verl)
             make_env verl python3 "$TORCH" "$ROOT[test,verl]"
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
-                tests/test_trainers_verl_registration.py tests/test_doctor.py \
+                tests/test_trainers_verl_registration.py tests/test_doctor.py tests/test_light_install.py \
                 tests/test_examples.py tests/test_torch_trainer_edges.py ;;
         trl-lowest)
             make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
-            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py ;;
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py ;;
         trl)
             make_env trl python3 "$TORCH" "$ROOT[test,trl]"
-            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py ;;
+            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py ;;
         skyrl)
             make_env skyrl "$(python312)" "$TORCH" "$ROOT[test,skyrl]"
-            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py ;;
+            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py ;;
         *)
             echo "unknown trainer environment: $target (verl, trl-lowest, trl, skyrl)" >&2
             exit 2 ;;
