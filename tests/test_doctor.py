@@ -79,7 +79,8 @@ def test_optional_absent_is_never_a_failure(checks):
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
 def test_verl_plugin_ok(checks):
-    for name in ("verl entry point", "verl plug-in import", "verl loss registry"):
+    for name in ("verl entry point", "verl plug-in import", "verl loss registry",
+                 "verl serves the band"):
         assert _by_name(checks, name).ok is True, _by_name(checks, name)
     assert _by_name(checks, "verl").ok is True
     report = doctor.format_report(checks)
@@ -92,6 +93,47 @@ def test_verl_plugin_ok(checks):
 def test_trl_plugin_ok(checks):
     assert _by_name(checks, "trl plug-in import").ok is True
     assert _by_name(checks, "trl").ok is True
+    assert _by_name(checks, "trl serves the band").ok is True
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
+def test_trl_loss_that_no_longer_clamps_with_epsilons_is_reported(monkeypatch):
+    """The TRL plug-in sets epsilon_low / epsilon_high per token; a TRL whose
+    _compute_loss stops clamping with them would run without the band."""
+    import trl
+
+    def _compute_loss(self, model, inputs):
+        return inputs["ratio"].clamp(0.8, 1.2)  # a fixed clip: what doctor must catch
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", _compute_loss)
+    check = _by_name(doctor._check_trl(), "trl serves the band")
+    assert check.ok is False and "no longer clamps" in check.detail
+    assert "trl>=1.0,<2" in check.fix
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+@pytest.mark.parametrize("impostor, why", [("vanilla", "both tokens clipped"),
+                                           (None, "neither token clipped")])
+def test_verl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch, impostor, why):
+    """A registry whose 'bandpo' is verl's own fixed-clip loss (vanilla, eps 0.2), or
+    a loss that clips nothing, is found by running it through verl's look-up."""
+    import torch
+    from verl.trainer.ppo import core_algos
+
+    if impostor is not None:
+        fake = core_algos.get_policy_loss_fn(impostor)
+    else:
+        def fake(old, new, advantages, mask, mode, config):
+            return -(advantages * torch.exp(new - old)).mean(), {}
+    import bandsolve.torch.verl  # noqa: F401  (registers bandpo first)
+
+    monkeypatch.setitem(core_algos.POLICY_LOSS_REGISTRY, "bandpo", fake)
+    checks = doctor._check_verl()
+    serves = _by_name(checks, "verl serves the band")
+    assert serves.ok is False and why in serves.detail, serves
+    assert _by_name(checks, "verl loss registry").ok is False
 
 
 def test_torch_band_cpu(checks):
@@ -135,6 +177,8 @@ def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+@pytest.mark.skipif(HAS_VERL and not doctor._verl_loads_entry_points(),
+                    reason="this verl (0.8) loads no verl.plugins entry points")
 def test_plugins_disabled_in_verl(monkeypatch):
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
