@@ -52,9 +52,10 @@ def test_verl_without_an_entry_point_loader_does_not_register_bandpo_on_its_own(
     out = _run("""
         import verl
         from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+        registered = "bandpo" in POLICY_LOSS_REGISTRY  # before doctor imports the plug-in
         from bandsolve import doctor
         entry = [c for c in doctor._check_verl() if c.name == "verl entry point"][0]
-        print("bandpo" in POLICY_LOSS_REGISTRY, entry.ok, "VERL_USE_EXTERNAL_MODULES" in entry.fix)
+        print(registered, entry.ok, "VERL_USE_EXTERNAL_MODULES" in entry.fix)
         """, VERL_USE_EXTERNAL_MODULES=None)
     assert out.startswith("False False True"), out
 
