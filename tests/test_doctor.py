@@ -370,3 +370,29 @@ def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
     assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
     monkeypatch.setattr(_extras, "_install_source", lambda: None)
     assert doctor._pip("skyrl") == 'pip install -e ".[skyrl]" (in the bandsolve checkout)'
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(importlib.util.find_spec("skyrl") is None, reason="skyrl not installed")
+def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
+    """SkyRL's registry handing out its own fixed-clip loss (regular, eps 0.2) for
+    'bandpo' is found by running it through SkyRL's look-up; bandsolve's passes."""
+    from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
+
+    (_, serves) = doctor._check_skyrl()
+    assert serves.name == "skyrl serves the band" and serves.ok is True, serves
+    import dataclasses
+
+    regular = PolicyLossRegistry.get("regular")
+
+    def impostor(log_probs, old_log_probs, advantages, config, *args):
+        # SkyRL's regular loss asserts its own policy_loss_type
+        return regular(log_probs, old_log_probs, advantages,
+                       dataclasses.replace(config, policy_loss_type="regular"), *args)
+
+    real_get = PolicyLossRegistry.get.__func__
+    monkeypatch.setattr(PolicyLossRegistry, "get", classmethod(
+        lambda cls, name: impostor if name == "bandpo" else real_get(cls, name)))
+    (_, serves) = doctor._check_skyrl()
+    assert serves.ok is False and "both tokens clipped" in serves.detail, serves
+    assert _reinstalls(serves.fix, "skyrl")
