@@ -37,11 +37,15 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-import mpmath as mp
-import numpy as np
-from numpy.typing import ArrayLike
+from ._extras import require
 
-from .divergences import DivergenceLike, MpGenerator, get_divergence
+require("verify", "bandsolve.certificate")
+
+import mpmath as mp  # noqa: E402
+import numpy as np  # noqa: E402
+from numpy.typing import ArrayLike  # noqa: E402
+
+from .divergences import DivergenceLike, MpGenerator, get_divergence  # noqa: E402
 
 __all__ = ["Certificate", "KKTResiduals", "MpGenerator", "certify", "mp_generator",
            "measure", "vocabulary_kkt", "DIGITS", "KKT_TOLERANCE", "MEASURE_FLOOR"]

@@ -9,15 +9,20 @@ This module imports the plug-ins itself and reports the error text verl
 swallows, beside the rest of what an install needs:
 
 * the versions of bandsolve, Python and every dependency (optional extras
-  absent are reported, not failed);
+  absent, verify and plots among them, are reported, not failed);
 * the numba kernels compile and give the closed-form TV band;
 * numba's on-disk cache (writable or in-memory) and its threading layer;
 * torch: version, CUDA, and ``bandsolve.torch.band`` on CPU (and CUDA);
 * the verl plug-in: entry point declared, ``VERL_USE_EXTERNAL_PLUGINS``,
-  ``import bandsolve.torch.verl``, and ``bandpo`` in verl's loss registry;
-* the TRL plug-in: ``import bandsolve.torch.trl``;
+  ``import bandsolve.torch.verl``, ``bandpo`` in verl's loss registry;
+* the TRL plug-in: ``import bandsolve.torch.trl``, and TRL's loss clamping
+  with the attributes the plug-in sets;
 * the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL itself needs
-  Python 3.12 or later).
+  Python 3.12 or later);
+* for each installed trainer, whether its hook really serves the band: the
+  loss verl's and SkyRL's registries return for ``bandpo``, run on two tokens
+  where the band and a fixed clip disagree, must pass the one and stop the
+  other (``... serves the band``; a FAIL says which way it went instead).
 
 Each check is cheap and never raises. Importing this module imports neither
 torch nor a trainer: they are imported inside the checks.
@@ -29,12 +34,13 @@ import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
-import json
 import os
 import platform
 import sys
 import traceback
 from collections.abc import Callable
+
+from ._extras import pip_command as _pip
 
 __all__ = ["Check", "diagnose", "exit_code", "format_report"]
 
@@ -47,16 +53,19 @@ _PACKAGES = (
     (("numpy",), "numpy", None),
     (("scipy",), "scipy", None),
     (("numba",), "numba", None),
-    (("cvxpy",), "cvxpy", None),
-    (("clarabel",), "clarabel", None),
-    (("mpmath",), "mpmath", None),
+    (("cvxpy",), "cvxpy", "verify"),
+    (("clarabel",), "clarabel", "verify"),
+    (("mpmath",), "mpmath", "verify"),
+    (("tqdm",), "tqdm", "verify"),
+    (("matplotlib",), "matplotlib", "plots"),
     (("torch",), "torch", "torch"),
     (("verl",), "verl", "verl"),
     (("trl",), "trl", "trl"),
     (("transformers",), "transformers", "trl"),
     (("skyrl", "skyrl-train"), "skyrl", "skyrl"),
 )
-_OPTIONAL = {"torch", "verl", "trl", "transformers", "skyrl"}
+_OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch", "verl", "trl",
+             "transformers", "skyrl"}
 
 _VERL_PLUGIN = "bandsolve.torch.verl"
 # what the entry point names: it registers bandpo and imports _VERL_PLUGIN on first use
@@ -117,33 +126,6 @@ def _error_text(exc: BaseException) -> str:
     return text
 
 
-def _install_source() -> tuple[str, bool] | None:
-    """(url, editable) this bandsolve was installed from (its direct_url.json),
-    or None: bandsolve is on no package index, so a fix must name it."""
-    try:
-        text = importlib.metadata.distribution("bandsolve").read_text("direct_url.json")
-        info = json.loads(text) if text else None
-    except (importlib.metadata.PackageNotFoundError, ValueError):
-        return None
-    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
-        return None
-    return info["url"], bool(info.get("dir_info", {}).get("editable"))
-
-
-def _pip(extra: str | None = None, force: bool = False) -> str:
-    """The pip command that installs bandsolve (with ``extra``) again, from
-    where it came: a bare "bandsolve[verl]" would look for it on an index."""
-    flags = "--force-reinstall " if force else ""
-    spec = f"[{extra}]" if extra else ""
-    source = _install_source()
-    if source is None:
-        return f'pip install {flags}-e ".{spec}" (in the bandsolve checkout)'
-    url, editable = source
-    if editable and url.startswith("file://"):
-        return f'pip install {flags}-e "{url[len("file://"):]}{spec}"'
-    return f'pip install {flags}"bandsolve{spec} @ {url}"'
-
-
 def _requirements() -> dict:
     """bandsolve's declared requirements by project name (e.g. verl ->
     SpecifierSet('<0.10,>=0.9')); empty where packaging is missing."""
@@ -169,6 +151,15 @@ def _guarded(name: str, fn: Callable[[], list]) -> list:
     except Exception as exc:  # noqa: BLE001
         return [Check(name, False, f"the check itself failed: {_error_text(exc)}",
                       "report this at the bandsolve issue tracker with this output")]
+
+
+def _guarded_check(name: str, fn: Callable[[], Check]) -> Check:
+    """One check line; an exception in it becomes the line's FAIL, with its text."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001
+        return Check(name, False, f"running the registered loss failed: {_error_text(exc)}",
+                     _pip(force=True) + "; if it persists, report it with this output")
 
 
 # ------------------------------------------------------------------ checks
@@ -368,6 +359,50 @@ def _check_torch() -> list:
     return checks
 
 
+# The probe each plug-in's registered loss runs on, through the trainer's own
+# look-up: two tokens at ratio 1.5 with advantage +1, old p = 0.05 and 0.5.
+# Band-KL at delta = 0.05 admits 1.5 at p = 0.05 (its upper bound is 2.98) and
+# clips it at p = 0.5 (1.31); a fixed interval such as PPO's [0.8, 1.2] clips
+# both, no clip neither. The gradient shows which the loss did.
+_PROBE_P = (0.05, 0.5)
+_PROBE_RATIO = 1.5
+_PROBE_DELTA = 0.05
+
+
+def _serves_band(name: str, loss: Callable, fix: str) -> Check:
+    """Whether ``loss(old_log_prob, log_prob, advantages, mask)``, the loss a
+    trainer's hook runs, applies the band: its gradient passes the token inside
+    its band and stops the one beyond it (see the probe above)."""
+    import math
+
+    import numpy as np
+    import torch
+
+    import bandsolve
+
+    _, upper = bandsolve.band(np.array(_PROBE_P), _PROBE_DELTA, "kl")
+    if not upper[0] > _PROBE_RATIO > upper[1]:
+        return Check(name, False, f"the probe's premise fails: Band-KL upper bounds {upper} at "
+                                  f"p = {_PROBE_P}", _pip(force=True))
+    old = torch.log(torch.tensor([_PROBE_P], dtype=torch.float64))
+    new = (old + math.log(_PROBE_RATIO)).requires_grad_()
+    ones = torch.ones_like(old)
+    loss(old, new, ones, ones).backward()
+    assert new.grad is not None
+    moves = [bool(g != 0) for g in new.grad[0]]
+    probe = (f"ratio {_PROBE_RATIO} at old p = {_PROBE_P[0]} (inside its band, upper "
+             f"{upper[0]:.3g}) and p = {_PROBE_P[1]} (beyond it, upper {upper[1]:.3g})")
+    if moves == [True, False]:
+        return Check(name, True, f"the registered loss clips by the band: {probe}: the first "
+                                 "token gets a gradient, the second none")
+    reasons: dict[tuple[bool, ...], str] = {
+        (False, False): "both tokens clipped, as a fixed interval like PPO's [0.8, 1.2] clips "
+                        "them: the loss that runs is not the band",
+        (True, True): "neither token clipped: the loss that runs clips nothing"}
+    why = reasons.get(tuple(moves), f"gradient pattern {moves}: not the band's")
+    return Check(name, False, f"{why} ({probe})", fix)
+
+
 def _plugin_policy() -> tuple:
     """(value of VERL_USE_EXTERNAL_PLUGINS, whether verl will load ``bandpo``),
     as ``verl/__init__.py`` reads it."""
@@ -378,6 +413,18 @@ def _plugin_policy() -> tuple:
     if policy == "auto":
         return raw, True
     return raw, _ENTRY_POINT in {n.strip() for n in policy.split(",") if n.strip()}
+
+
+def _verl_loads_entry_points() -> bool:
+    """Whether the installed verl imports its ``verl.plugins`` entry points on
+    ``import verl`` (0.9 on; 0.8, which rLLM pins, has only
+    ``VERL_USE_EXTERNAL_MODULES``), read from its ``__init__`` unimported."""
+    spec = importlib.util.find_spec("verl")
+    try:
+        with open(spec.origin, encoding="utf-8") as source:  # type: ignore[union-attr, arg-type]
+            return '"verl.plugins"' in source.read()
+    except (AttributeError, TypeError, OSError):
+        return False
 
 
 def _check_verl() -> list:
@@ -391,6 +438,8 @@ def _check_verl() -> list:
     eps = [ep for ep in importlib.metadata.entry_points(group="verl.plugins")
            if ep.name == _ENTRY_POINT]
     raw, loads = _plugin_policy()
+    loader = _verl_loads_entry_points()
+    loads = loads and loader
     modules = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",")]
     by_modules = _VERL_PLUGIN in modules
     env = f"VERL_USE_EXTERNAL_PLUGINS={raw!r}" if raw is not None else \
@@ -407,6 +456,11 @@ def _check_verl() -> list:
         checks.append(Check(names[0], False, f"'{_ENTRY_POINT}' points to {eps[0].value!r}, "
                                              f"not {_VERL_ENTRY_MODULE!r}: a stale install",
                             _pip("verl", force=True)))
+    elif not loader and not by_modules:
+        checks.append(Check(names[0], False, f"declared, but verl {_version('verl')} loads no "
+                                             "'verl.plugins' entry points (verl 0.9 does)",
+                            f"set VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN} where the driver "
+                            "and every worker start (docs/verl.md), or use verl>=0.9"))
     elif not loads and not by_modules:
         checks.append(Check(names[0], False, f"declared, but {env}: verl will not load it",
                             "unset VERL_USE_EXTERNAL_PLUGINS, add 'bandpo' to its list, or set "
@@ -430,7 +484,7 @@ def _check_verl() -> list:
         checks.append(Check(names[1], False,
                             f"import {_VERL_PLUGIN} failed (verl logs this only at debug "
                             f"level): {_error_text(exc)}",
-                            _pip("verl") + " (verl>=0.9,<0.10, torch>=2.4); "
+                            _pip("verl") + " (verl>=0.8,<0.10, torch>=2.4); "
                             "the error above names the missing or incompatible piece"))
         checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' not registered: the plug-in "
                                              "did not import (see above); verl will say "
@@ -458,6 +512,22 @@ def _check_verl() -> list:
     else:
         checks.append(Check(names[2], True, f"get_policy_loss_fn('{_ENTRY_POINT}') is "
                                             f"{_VERL_PLUGIN}.compute_policy_loss_bandpo"))
+
+    # 4. what verl's actor would run under loss_mode=bandpo, on the probe
+    # verl's actor config as the loss reads it: the band's keys, and verl's own
+    # clip (0.2), so that a fixed-interval loss in bandpo's place runs and shows
+    config = _import_module("omegaconf").OmegaConf.create({
+        "clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0,
+        "global_batch_info": {},
+        "policy_loss": {"loss_mode": _ENTRY_POINT, "band_delta": _PROBE_DELTA,
+                        "band_divergence": "kl"}})
+
+    def verl_loss(old, new, advantages, mask):
+        return core_algos.get_policy_loss_fn(_ENTRY_POINT)(old, new, advantages, mask,
+                                                           "token-mean", config)[0]
+
+    checks.append(_guarded_check("verl serves the band", lambda: _serves_band(
+        "verl serves the band", verl_loss, _pip("verl", force=True))))
     return checks
 
 
@@ -485,7 +555,28 @@ def _check_trl() -> list:
                       "the error above names the missing or incompatible piece")]
     if not issubclass(plugin.BandGRPOTrainer, trl.GRPOTrainer):
         return [Check(name, False, "BandGRPOTrainer is not a trl.GRPOTrainer", _pip(force=True))]
-    return [Check(name, True, f"{_TRL_PLUGIN}.BandGRPOTrainer subclasses trl.GRPOTrainer")]
+    checks = [Check(name, True, f"{_TRL_PLUGIN}.BandGRPOTrainer subclasses trl.GRPOTrainer")]
+    # the plug-in hands TRL's own _compute_loss per-token epsilon_low /
+    # epsilon_high: the band serves only where that loss clamps with them
+    hook = "trl serves the band"
+    try:
+        import inspect
+
+        source = inspect.getsource(trl.GRPOTrainer._compute_loss)
+    except Exception as exc:  # noqa: BLE001
+        checks.append(Check(hook, False, f"GRPOTrainer._compute_loss unreadable: "
+                                         f"{_error_text(exc)}", plugin.SUPPORTED_TRL))
+        return checks
+    clamp = "1 - self.epsilon_low, 1 + self.epsilon_high"
+    if clamp in source:
+        checks.append(Check(hook, True, "GRPOTrainer._compute_loss clamps the ratio to "
+                                        f"[{clamp}], which BandGRPOTrainer sets to the band "
+                                        "per token"))
+    else:
+        checks.append(Check(hook, False, "GRPOTrainer._compute_loss no longer clamps the ratio "
+                                         f"to [{clamp}]: the band would not reach TRL's loss",
+                            f"install a supported trl: {plugin.SUPPORTED_TRL}"))
+    return checks
 
 
 def _check_skyrl() -> list:
@@ -510,8 +601,20 @@ def _check_skyrl() -> list:
         else:
             fix = _pip("skyrl") + "; the error above names the missing piece"
         return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {text}", fix)]
-    return [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded: policy loss 'bandpo' "
-                              "registered in SkyRL's PolicyLossRegistry")]
+    checks = [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded: policy loss 'bandpo' "
+                                "registered in SkyRL's PolicyLossRegistry")]
+    ppo_utils = _import_module("skyrl.backends.skyrl_train.utils.ppo_utils")
+    # SkyRL's algorithm config with the band's keys (and SkyRL's own eps_clip)
+    config = _import_module(_SKYRL_PLUGIN).BandPOAlgorithmConfig(band_delta=_PROBE_DELTA,
+                                                                 band_divergence="kl")
+
+    def skyrl_loss(old, new, advantages, mask):
+        loss_fn = ppo_utils.PolicyLossRegistry.get(_ENTRY_POINT)
+        return loss_fn(new, old, advantages, config, mask)[0]
+
+    checks.append(_guarded_check("skyrl serves the band", lambda: _serves_band(
+        "skyrl serves the band", skyrl_loss, _pip("skyrl", force=True))))
+    return checks
 
 
 _CHECKS = (

@@ -22,6 +22,9 @@ DOCS = ROOT / "docs"
 # pages with math, with prose tables of limits, and the API reference
 PAGES = ["math/index.html", "accuracy/index.html", "reference/api/index.html",
          "reference/torch/index.html", "reference/plugins/index.html"]
+#: every trainer page, and the reference of their plug-ins
+TRAINER_PAGES = ["losses/index.html", "verl/index.html", "trl/index.html", "skyrl/index.html",
+                 "reference/plugins/index.html"]
 
 
 def _need(ok: bool, what: str) -> None:
@@ -59,15 +62,40 @@ def _visible_prose(dom: str) -> str:
     return re.sub(r"(?s)<[^>]+>", " ", text)
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", sorted(set(PAGES + TRAINER_PAGES)))
 def test_docs_page_renders_math_and_no_raw_markup(site, page):
     dom = _rendered_dom(site / page)
     assert "md-content" in dom, f"{page}: no page content in the DOM"
     assert "katex-error" not in dom, f"{page}: KaTeX could not parse a formula"
     prose = _visible_prose(dom)
-    for raw in ["\\(", "\\[", "$", ":func:", ":class:", ":data:", ":meth:"]:
+    # "::": reST's literal-block marker, shown raw on the plug-ins page before
+    # the hook read it (docs/hooks/sphinx_roles.py)
+    for raw in ["\\(", "\\[", "$", ":func:", ":class:", ":data:", ":meth:", "::"]:
         where = prose.find(raw)
         assert where < 0, f"{page}: unrendered {raw!r} in {prose[max(0, where - 80):where + 80]!r}"
+
+
+#: marks each code block whose text is wider than its box, once the page has laid out
+_MARK_CUT_OFF = """<script>window.addEventListener("load", () => {
+  for (const code of document.querySelectorAll("pre > code")) {
+    if (code.scrollWidth > code.clientWidth + 1) code.setAttribute("data-cut-off", "");
+  }
+});</script>"""
+
+
+@pytest.mark.parametrize("page", TRAINER_PAGES)
+def test_docs_trainer_page_code_blocks_are_not_cut_off_at_the_right(site, page):
+    """The plug-ins reference page showed its verl overrides and TRL lines cut off
+    at the right (a scrollbar hid their ends) in a 1280 px window."""
+    probe = site / page.replace("index.html", "cut-off-probe.html")
+    probe.write_text((site / page).read_text().replace("</body>", _MARK_CUT_OFF + "</body>"))
+    dom = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-background-networking", "--disable-gpu",
+         "--window-size=1280,2000", "--virtual-time-budget=10000", "--dump-dom", probe.as_uri()],
+        capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "<pre" in dom, f"{page}: no code block rendered"
+    cut = re.findall(r"<code[^>]*data-cut-off[^>]*>(.{0,80})", dom)
+    assert not cut, f"{page}: code blocks cut off at the right: {cut}"
 
 
 def test_docs_math_page_is_typeset_by_katex(site):

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 import bandsolve
-from bandsolve import doctor
+from bandsolve import _extras, doctor
 from bandsolve.cli import doctor as cli_doctor
 from bandsolve.cli.doctor import main as doctor_main
 
@@ -81,7 +81,8 @@ def test_optional_absent_is_never_a_failure(checks):
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
 def test_verl_plugin_ok(checks):
-    for name in ("verl entry point", "verl plug-in import", "verl loss registry"):
+    for name in ("verl entry point", "verl plug-in import", "verl loss registry",
+                 "verl serves the band"):
         assert _by_name(checks, name).ok is True, _by_name(checks, name)
     assert _by_name(checks, "verl").ok is True
     report = doctor.format_report(checks)
@@ -94,6 +95,47 @@ def test_verl_plugin_ok(checks):
 def test_trl_plugin_ok(checks):
     assert _by_name(checks, "trl plug-in import").ok is True
     assert _by_name(checks, "trl").ok is True
+    assert _by_name(checks, "trl serves the band").ok is True
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
+def test_trl_loss_that_no_longer_clamps_with_epsilons_is_reported(monkeypatch):
+    """The TRL plug-in sets epsilon_low / epsilon_high per token; a TRL whose
+    _compute_loss stops clamping with them would run without the band."""
+    import trl
+
+    def _compute_loss(self, model, inputs):
+        return inputs["ratio"].clamp(0.8, 1.2)  # a fixed clip: what doctor must catch
+
+    monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", _compute_loss)
+    check = _by_name(doctor._check_trl(), "trl serves the band")
+    assert check.ok is False and "no longer clamps" in check.detail
+    assert "trl>=1.0,<2" in check.fix
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+@pytest.mark.parametrize("impostor, why", [("vanilla", "both tokens clipped"),
+                                           (None, "neither token clipped")])
+def test_verl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch, impostor, why):
+    """A registry whose 'bandpo' is verl's own fixed-clip loss (vanilla, eps 0.2), or
+    a loss that clips nothing, is found by running it through verl's look-up."""
+    import torch
+    from verl.trainer.ppo import core_algos
+
+    if impostor is not None:
+        fake = core_algos.get_policy_loss_fn(impostor)
+    else:
+        def fake(old, new, advantages, mask, mode, config):
+            return -(advantages * torch.exp(new - old)).mean(), {}
+    import bandsolve.torch.verl  # noqa: F401  (registers bandpo first)
+
+    monkeypatch.setitem(core_algos.POLICY_LOSS_REGISTRY, "bandpo", fake)
+    checks = doctor._check_verl()
+    serves = _by_name(checks, "verl serves the band")
+    assert serves.ok is False and why in serves.detail, serves
+    assert _by_name(checks, "verl loss registry").ok is False
 
 
 def test_torch_band_cpu(checks):
@@ -137,6 +179,8 @@ def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
+@pytest.mark.skipif(HAS_VERL and not doctor._verl_loads_entry_points(),
+                    reason="this verl (0.8) loads no verl.plugins entry points")
 def test_plugins_disabled_in_verl(monkeypatch):
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
@@ -322,9 +366,35 @@ def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
     so that fails or installs another package of the name. The fix names the
     source this bandsolve came from (direct_url.json), or the checkout."""
     wheel = "file:///tmp/w/bandsolve-0.1.0-py3-none-any.whl"
-    monkeypatch.setattr(doctor, "_install_source", lambda: (wheel, False))
+    monkeypatch.setattr(_extras, "_install_source", lambda: (wheel, False))
     assert doctor._pip("verl") == f'pip install "bandsolve[verl] @ {wheel}"'
-    monkeypatch.setattr(doctor, "_install_source", lambda: ("file:///src/bandsolve", True))
+    monkeypatch.setattr(_extras, "_install_source", lambda: ("file:///src/bandsolve", True))
     assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
-    monkeypatch.setattr(doctor, "_install_source", lambda: None)
+    monkeypatch.setattr(_extras, "_install_source", lambda: None)
     assert doctor._pip("skyrl") == 'pip install -e ".[skyrl]" (in the bandsolve checkout)'
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(importlib.util.find_spec("skyrl") is None, reason="skyrl not installed")
+def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
+    """SkyRL's registry handing out its own fixed-clip loss (regular, eps 0.2) for
+    'bandpo' is found by running it through SkyRL's look-up; bandsolve's passes."""
+    from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
+
+    (_, serves) = doctor._check_skyrl()
+    assert serves.name == "skyrl serves the band" and serves.ok is True, serves
+    import dataclasses
+
+    regular = PolicyLossRegistry.get("regular")
+
+    def impostor(log_probs, old_log_probs, advantages, config, *args):
+        # SkyRL's regular loss asserts its own policy_loss_type
+        return regular(log_probs, old_log_probs, advantages,
+                       dataclasses.replace(config, policy_loss_type="regular"), *args)
+
+    real_get = PolicyLossRegistry.get.__func__
+    monkeypatch.setattr(PolicyLossRegistry, "get", classmethod(
+        lambda cls, name: impostor if name == "bandpo" else real_get(cls, name)))
+    (_, serves) = doctor._check_skyrl()
+    assert serves.ok is False and "both tokens clipped" in serves.detail, serves
+    assert _reinstalls(serves.fix, "skyrl")

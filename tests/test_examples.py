@@ -40,3 +40,32 @@ def test_example_skyrl_dry_run_reaches_the_registered_loss(tmp_path):
     pytest.importorskip("skyrl")
     out = _run(tmp_path, "skyrl/dry_run_cpu.py")
     assert "policy_loss_type=bandpo" in out and "band/clipfrac_upper" in out
+
+
+def test_verl_grpo_scripts_data_step_exists_and_feeds_verls_own_gsm8k_scorer(tmp_path):
+    """run_grpo.sh trained on GSM8K prepared by a step pip's verl does not ship
+    (verl.examples.data_preprocess is not in the package): the step it names
+    exists, and the rows it writes score through verl's own reward function."""
+    pytest.importorskip("verl")
+    import importlib.util
+
+    import pandas as pd
+    from datasets import Dataset
+    from verl.utils.reward_score import default_compute_score
+
+    script = EXAMPLES / "verl" / "prepare_gsm8k.py"
+    assert "examples/verl/prepare_gsm8k.py" in (EXAMPLES / "verl" / "run_grpo.sh").read_text()
+    assert importlib.util.find_spec("verl.examples") is None  # what the script replaces
+    spec = importlib.util.spec_from_file_location("prepare_gsm8k", script)
+    prepare = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(prepare)
+    solution = "She has 3 + 1,200 = <<3+1200=1203>>1,203 apples.\n#### 1,203"
+    split = Dataset.from_dict({"question": ["How many apples?"], "answer": [solution]})
+    (path,) = prepare.write({"train": split}, str(tmp_path))
+    row = pd.read_parquet(path).iloc[0]
+    assert row["prompt"][0]["role"] == "user" and "####" in row["prompt"][0]["content"]
+    truth = row["reward_model"]["ground_truth"]
+    assert truth == "1203"
+    right = default_compute_score(row["data_source"], "so 1203 apples.\n#### 1203", truth)
+    wrong = default_compute_score(row["data_source"], "so 1202 apples.\n#### 1202", truth)
+    assert (float(right), float(wrong)) == (1.0, 0.0)

@@ -157,3 +157,59 @@ def test_trl_without_the_private_log_prob_method_is_refused_at_construction(tmp_
     monkeypatch.delattr(GRPOTrainer, "_get_per_token_logps_and_entropies")
     with pytest.raises(RuntimeError, match="_get_per_token_logps_and_entropies.*Supported"):
         _trainer(tmp_path, cls=BandGRPOTrainer)
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "luspo"])
+def test_with_a_constant_band_it_is_trls_own_loss(tmp_path, monkeypatch, loss_type):
+    """Band replaced by TRL's own [1 - epsilon, 1 + epsilon_high]: the plug-in's
+    loss and gradients equal TRL's built-in loss (GRPOTrainer._compute_loss with
+    its scalar epsilons) on the same batch, for each clipping loss_type."""
+    import inspect
+
+    from trl import GRPOTrainer
+
+    from bandsolve.torch import settings as band_settings
+
+    if f'"{loss_type}"' not in inspect.getsource(GRPOTrainer._compute_loss):
+        pytest.skip(f"trl {__import__('trl').__version__} has no loss_type {loss_type!r}")
+    low, high = 0.2, 0.28
+    trainer = _trainer(tmp_path, cls=BandGRPOTrainer, loss_type=loss_type, epsilon=low,
+                       epsilon_high=high, max_steps=2)
+    captured = {}
+    trl_loss = GRPOTrainer._compute_loss
+
+    def spy(self, model, inputs):
+        captured["inputs"] = {k: v.detach().clone() if torch.is_tensor(v) else v
+                              for k, v in inputs.items()}
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
+    trainer.train()  # the last batch, evaluated after the model has moved: ratios != 1
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", trl_loss)
+    inputs = captured["inputs"]
+    assert inputs.get("old_per_token_logps") is not None
+
+    def loss_and_grads(compute):
+        trainer.model.zero_grad()
+        torch.manual_seed(0)
+        loss = compute(trainer, trainer.model, inputs)
+        loss.backward()
+        return loss.item(), [p.grad.clone() for p in trainer.model.parameters()
+                             if p.grad is not None]
+
+    def constant_band(log_prob, *args, **kwargs):
+        return (torch.full_like(log_prob, 1.0 - low), torch.full_like(log_prob, 1.0 + high))
+
+    trainer.model.eval()  # no dropout: both calls see the same forward pass
+    banded, _ = loss_and_grads(BandGRPOTrainer._compute_loss)
+    monkeypatch.setattr(band_settings, "band_from_logp", constant_band)
+    ours, our_grads = loss_and_grads(BandGRPOTrainer._compute_loss)
+    theirs, their_grads = loss_and_grads(GRPOTrainer._compute_loss)
+    assert ours == pytest.approx(theirs, rel=1e-6, abs=1e-9)
+    assert len(our_grads) == len(their_grads) > 0
+    for mine, trls in zip(our_grads, their_grads):
+        torch.testing.assert_close(mine, trls, rtol=1e-5, atol=1e-7)
+    # the clip binds on this batch (TRL's own metric, from the call just made), and
+    # the band is not TRL's interval there
+    assert trainer._metrics["eval"]["clip_ratio/region_mean"][-1] > 0
+    assert banded != pytest.approx(theirs, rel=1e-6)

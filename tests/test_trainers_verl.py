@@ -118,3 +118,44 @@ def test_bad_old_log_probs_are_refused():
     with pytest.raises(ValueError, match="NaN"):
         get_policy_loss_fn("bandpo")(t(old), t(new), t(adv), t(mask).bool(), "token-mean",
                                      actor)
+
+
+@pytest.mark.parametrize("mode", ["token-mean", "seq-mean-token-mean", "seq-mean-token-sum"])
+def test_with_a_constant_band_it_is_verls_own_vanilla_loss(monkeypatch, mode):
+    """Band replaced by verl's [1 - clip_ratio_low, 1 + clip_ratio_high]: the same
+    loss, gradient and clip fractions as verl's ``vanilla`` (PPO with the dual
+    clip at clip_ratio_c) on the same batch and actor config."""
+    from bandsolve.torch import settings as band_settings
+
+    low, high = 0.2, 0.28
+
+    def constant_band(log_prob, *args, **kwargs):
+        return torch.full_like(log_prob, 1.0 - low), torch.full_like(log_prob, 1.0 + high)
+
+    # every plug-in's band comes through BandSettings.bounds, which calls this
+    monkeypatch.setattr(band_settings, "band_from_logp", constant_band)
+    actor = _actor_config([*BAND_OVERRIDES, f"actor_rollout_ref.actor.clip_ratio_low={low}",
+                           f"actor_rollout_ref.actor.clip_ratio_high={high}",
+                           "actor_rollout_ref.actor.clip_ratio_c=2.0"], agg_mode=mode)
+    old, new, adv, mask = _batch(seed=3)
+    adv[0, :] = -np.abs(adv[0, :]) - 1.0  # negative advantages, for the dual clip
+    new[0, :3] = old[0, :3] + 1.2  # ratios above clip_ratio_c there
+
+    def run(loss_mode):
+        log_prob = torch.tensor(new).requires_grad_()
+        loss, metrics = get_policy_loss_fn(loss_mode)(
+            old_log_prob=torch.tensor(old), log_prob=log_prob, advantages=torch.tensor(adv),
+            response_mask=torch.tensor(mask).bool(), loss_agg_mode=mode, config=actor)
+        loss.backward()
+        return loss.item(), log_prob.grad.numpy(), metrics
+
+    ours, our_grad, ours_m = run("bandpo")
+    theirs, their_grad, theirs_m = run("vanilla")
+    assert ours == pytest.approx(theirs, rel=1e-12)
+    np.testing.assert_allclose(our_grad, their_grad, rtol=1e-12, atol=1e-15)
+    for key in ("actor/pg_clipfrac", "actor/pg_clipfrac_lower", "actor/ppo_kl"):
+        # the fractions are float32 means, summed in another order (verl's one mask,
+        # ours upper + lower)
+        assert float(ours_m[key]) == pytest.approx(float(theirs_m[key]), rel=1e-6, abs=1e-12), key
+    assert 0.0 < float(theirs_m["actor/pg_clipfrac"]) < 1.0
+    assert float(theirs_m["actor/pg_clipfrac_lower"]) > 0.0  # the dual clip bound somewhere

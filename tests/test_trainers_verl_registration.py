@@ -2,6 +2,7 @@
 point must register ``bandpo`` without importing numba, the kernels or
 bandsolve.torch, and the registered loss must be bandsolve's."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -12,13 +13,54 @@ pytestmark = pytest.mark.trainers
 
 pytest.importorskip("verl")
 
+from bandsolve.doctor import _verl_loads_entry_points  # noqa: E402
 
-def _run(code: str) -> str:
+#: verl 0.9 imports the verl.plugins entry points; 0.8 (rLLM's pin) does not
+entry_points = pytest.mark.skipif(not _verl_loads_entry_points(),
+                                  reason="this verl loads no verl.plugins entry points")
+
+
+def _run(code: str, **env: str) -> str:
     result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                            text=True, timeout=600, check=True)
+                            text=True, timeout=600, check=True,
+                            env={k: v for k, v in {**os.environ, **env}.items() if v is not None})
     return result.stdout.strip()
 
 
+def test_verl_use_external_modules_registers_bandpo():
+    """verl 0.8 (rLLM's pin) loads the plug-in only through
+    VERL_USE_EXTERNAL_MODULES; 0.9 accepts it too, with entry points off. The
+    loss verl's registry returns then is bandsolve's, and runs."""
+    out = _run("""
+        import torch, verl
+        from verl.trainer.ppo.core_algos import get_policy_loss_fn
+        import bandsolve.torch.verl as plugin
+        loss_fn = get_policy_loss_fn("bandpo")
+        old = torch.log(torch.tensor([[0.05, 0.5]], dtype=torch.float64))
+        mask = torch.ones_like(old)
+        config = {"clip_ratio_c": 3.0, "policy_loss": {"band_delta": 0.05}}
+        loss, metrics = loss_fn(old, old + 0.4, mask, mask, "token-mean", config)
+        print(loss_fn is plugin.compute_policy_loss_bandpo, "actor/band/clipfrac_upper" in metrics)
+        """, VERL_USE_EXTERNAL_MODULES="bandsolve.torch.verl", VERL_USE_EXTERNAL_PLUGINS="none")
+    assert out == "True True"
+
+
+@pytest.mark.skipif(_verl_loads_entry_points(), reason="this verl loads verl.plugins entry points")
+def test_verl_without_an_entry_point_loader_does_not_register_bandpo_on_its_own():
+    """On verl 0.8, import verl alone leaves bandpo out: the variable is needed
+    (docs/verl.md), and doctor says so."""
+    out = _run("""
+        import verl
+        from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
+        registered = "bandpo" in POLICY_LOSS_REGISTRY  # before doctor imports the plug-in
+        from bandsolve import doctor
+        entry = [c for c in doctor._check_verl() if c.name == "verl entry point"][0]
+        print(registered, entry.ok, "VERL_USE_EXTERNAL_MODULES" in entry.fix)
+        """, VERL_USE_EXTERNAL_MODULES=None)
+    assert out.startswith("False False True"), out
+
+
+@entry_points
 def test_import_verl_registers_bandpo_without_importing_numba():
     out = _run("""
         import sys
@@ -31,6 +73,7 @@ def test_import_verl_registers_bandpo_without_importing_numba():
     assert out == "True False False False"
 
 
+@entry_points
 def test_registered_bandpo_is_bandsolves_loss_on_first_call():
     out = _run("""
         import torch, verl
@@ -48,3 +91,40 @@ def test_registered_bandpo_is_bandsolves_loss_on_first_call():
         print(float(loss) == float(ref), "actor/pg_clipfrac" in metrics)
         """)
     assert out == "True True"
+
+
+@entry_points
+def test_registration_that_fails_raises_and_is_logged_through_verls_loader():
+    """verl's entry-point loader catches a failing plug-in and logs it at debug
+    level only (a run would then train with the default loss): the failure is
+    logged as an error, and the module itself raises."""
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import sys
+        sys.modules["verl.trainer.ppo.core_algos"] = None  # verl's registry cannot load
+        import verl  # verl's own loader runs the entry point and swallows its exception
+        try:
+            import bandsolve.integrations.verl_entry_point
+        except Exception as exc:
+            print("raised", type(exc).__name__)
+        """)], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr
+    assert "raised RegistrationError" in result.stdout
+    assert "could not register the policy loss 'bandpo' in verl" in result.stderr
+
+
+def test_registration_that_does_not_resolve_raises():
+    """A registry that takes the name but resolves it to something else (another
+    plug-in, a verl that moved its registry) raises instead of training with it."""
+    out = _run("""
+        import verl
+        from verl.trainer.ppo import core_algos
+        from bandsolve.integrations import verl_entry_point
+        core_algos.register_policy_loss = lambda name: (lambda fn: fn)  # registers nothing
+        core_algos.POLICY_LOSS_REGISTRY.pop("bandpo")
+        try:
+            verl_entry_point.register(verl_entry_point.compute_policy_loss_bandpo)
+        except verl_entry_point.RegistrationError as exc:
+            print("raised:", exc)
+        """)
+    assert out.startswith("raised: bandsolve could not register the policy loss 'bandpo'")
+    assert "Unsupported loss mode: bandpo" in out

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Each trainer's plug-in tests, in its own virtual environment built from the
 # install line its docs give (docs/verl.md, docs/trl.md, docs/skyrl.md): verl
-# with the TRL its engine pins, TRL alone at both ends of its pin, and SkyRL on
+# with the TRL its engine pins (at 0.9.x, and at 0.8.0, which rLLM pins), TRL alone at both ends of its pin, and SkyRL on
 # Python 3.12. No --no-deps anywhere: each resolution is the trainer's own.
+# In each, tests/test_light_install.py checks that the trainer's extra brought
+# the light core only: no cvxpy, clarabel or matplotlib, and nothing beyond
+# torch, numpy and numba loaded by import bandsolve.torch.
 #
-#   bash tests/trainer_envs.sh [verl] [trl-lowest] [trl] [skyrl]   (default: all)
+#   bash tests/trainer_envs.sh [verl] [verl-0.8] [trl-lowest] [trl] [skyrl]   (default: all)
 #
 # The environments live in .trainer-envs/ (git-ignored) and are reused when
 # their install line has not changed; pip's cache is shared between them.
@@ -59,25 +62,35 @@ run_tests() {
 }
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(verl trl-lowest trl skyrl)
+[ ${#targets[@]} -eq 0 ] && targets=(verl verl-0.8 trl-lowest trl skyrl)
 for target in "${targets[@]}"; do
     case "$target" in
         verl)
             make_env verl python3 "$TORCH" "$ROOT[test,verl]"
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
-                tests/test_trainers_verl_registration.py tests/test_doctor.py \
+                tests/test_trainers_verl_registration.py tests/test_doctor.py tests/test_light_install.py \
                 tests/test_examples.py tests/test_torch_trainer_edges.py ;;
+        verl-0.8)
+            # rLLM pins verl==0.8.0, which loads no verl.plugins entry points:
+            # the plug-in comes in through VERL_USE_EXTERNAL_MODULES, set as
+            # docs/verl.md tells rLLM users to set it
+            make_env verl-0.8 python3 "$TORCH" "$ROOT[test,verl]" "verl==0.8.0"
+            VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl run_tests verl-0.8 \
+                tests/test_trainers_verl.py tests/test_trainers_verl_registration.py \
+                tests/test_doctor.py tests/test_light_install.py ;;
         trl-lowest)
             make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
-            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py ;;
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py ;;
         trl)
             make_env trl python3 "$TORCH" "$ROOT[test,trl]"
-            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py ;;
+            run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py ;;
         skyrl)
             make_env skyrl "$(python312)" "$TORCH" "$ROOT[test,skyrl]"
-            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py ;;
+            run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py ;;
         *)
-            echo "unknown trainer environment: $target (verl, trl-lowest, trl, skyrl)" >&2
+            echo "unknown trainer environment: $target (verl, verl-0.8, trl-lowest, trl, skyrl)" >&2
             exit 2 ;;
     esac
 done

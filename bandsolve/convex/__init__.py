@@ -32,9 +32,13 @@ Both programs use cvxpy Parameters throughout (DPP): a call compiles each
 program once, whatever the number of elements.
 """
 
-from .bands import ConvexBand, band, simplex_band
-from .ladder import ACCEPT_WIDTH, SOLVER_LADDER, SolverLadder
-from .search import ConvexSolveError
+from .._extras import require
+
+require("verify", "bandsolve.convex")  # cvxpy and clarabel, and mpmath for the certificates
+
+from .bands import ConvexBand, band, simplex_band  # noqa: E402
+from .ladder import ACCEPT_WIDTH, SOLVER_LADDER, SolverLadder  # noqa: E402
+from .search import ConvexSolveError  # noqa: E402
 
 __all__ = ["band", "simplex_band", "ConvexBand", "ConvexSolveError", "SolverLadder",
            "SOLVER_LADDER", "ACCEPT_WIDTH"]

@@ -1,6 +1,7 @@
 """verl plug-in: BandPO as verl's policy loss ``bandpo`` (verl 0.9.x, unmodified).
 
-Importing this module registers ``bandpo`` in verl's policy-loss registry.
+Importing this module registers ``bandpo`` in verl's policy-loss registry, or
+raises :class:`~bandsolve.integrations.verl_entry_point.RegistrationError`.
 verl imports it for you in either of two ways:
 
 * the ``verl.plugins`` entry point that bandsolve declares (verl loads every
@@ -40,15 +41,14 @@ import dataclasses
 from typing import Any
 
 import torch
-from verl.trainer.ppo.core_algos import agg_loss, register_policy_loss
+from verl.trainer.ppo.core_algos import agg_loss
 from verl.workers.config import PolicyLossConfig
 
 from ..torch.losses import loss_terms
 from ..torch.settings import BandConfigKeys, BandSettings, dual_clip_from_keys, settings_from_keys
+from .verl_entry_point import LOSS_NAME, register
 
 __all__ = ["BandPOPolicyLossConfig", "compute_policy_loss_bandpo", "LOSS_NAME"]
-
-LOSS_NAME = "bandpo"
 
 
 @dataclasses.dataclass
@@ -70,7 +70,7 @@ def _band_settings(config) -> tuple[BandSettings, float | None]:
             dual_clip_from_keys(read, config.get("clip_ratio_c", 3.0)))
 
 
-@register_policy_loss(LOSS_NAME)
+@register
 def compute_policy_loss_bandpo(
     old_log_prob: torch.Tensor,
     log_prob: torch.Tensor,

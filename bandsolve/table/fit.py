@@ -7,7 +7,6 @@ import dataclasses
 import math
 
 import numpy as np
-from scipy.interpolate import make_interp_spline
 
 from .. import _validate, api
 from .._kernels._bind import kernels_for
@@ -59,6 +58,10 @@ def _fit_side(div: Divergence, delta: float, upper: bool) -> TableSide:
     # At the threshold s = 1 exactly; the solver reports that node (and maybe
     # its neighbour, by rounding) as saturated, NaN.
     y[~np.isfinite(y)] = 0.0
+    # here, not at the top: importing bandsolve.torch (every trainer process)
+    # then loads no scipy; a table is fitted once per (divergence, delta)
+    from scipy.interpolate import make_interp_spline
+
     spline = make_interp_spline(z_all, y, k=DEGREE)
     coefficients = np.concatenate([
         _interval_coefficients(spline, center + sign * d[:-1], center + sign * d[1:])

@@ -4,8 +4,12 @@
 # Needs: a CUDA machine with verl's own GPU stack installed as verl documents
 # (pip install "verl[fsdp]" and vLLM), then bandsolve in the same environment:
 #   pip install ".[verl]"          (from a bandsolve checkout or wheel)
-# and GSM8K in verl's parquet format (python -m verl.examples.data_preprocess.gsm8k
-# or verl's examples/data_preprocess/gsm8k.py, written to $DATA).
+# and GSM8K in verl's parquet format in $DATA (default ~/data/gsm8k): verl's
+# package on the index ships no data-preparation step, so run this one first:
+#   python examples/verl/prepare_gsm8k.py --out ~/data/gsm8k
+#
+# The band binds only if the policy moves before the loss is taken: 256 prompts
+# in mini-batches of 64 give four optimizer steps per batch (docs/verl.md).
 #
 # The band's settings are the lines of bandpo_overrides.txt, the same lines
 # dry_run_cpu.py checks on a CPU down to verl's ppo_loss.
