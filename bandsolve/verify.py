@@ -40,8 +40,10 @@ from ._files import atomic_write, output_folder
 from ._progress import Progress
 from .divergences import SAMPLE_NAMES, get_divergence
 
-#: the sweep's divergences: every built-in, and alpha at its sample parameters
-DIVERGENCES = SAMPLE_NAMES
+#: the sweep's divergences: every built-in with convex forms, and alpha at
+#: its sample parameters
+DIVERGENCES = tuple(name for name in SAMPLE_NAMES
+                    if get_divergence(name).convex_generator is not None)
 P_SWEEP = tuple(np.r_[np.logspace(-6, np.log10(0.5), 10), 1 - np.logspace(-6, -1, 5), 1.0])
 DELTA_SWEEP = (0.01, 0.05, 0.1, 0.5, 1.0)
 VOCAB_SIZES = (2, 10, 50, 200, 1000)

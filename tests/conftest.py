@@ -15,3 +15,22 @@ settings.register_profile("ci", deadline=None, max_examples=40, derandomize=True
                           suppress_health_check=[HealthCheck.too_slow])
 _IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 settings.load_profile(os.environ.get("BANDSOLVE_HYPOTHESIS", "ci" if _IN_CI else "default"))
+
+#: The core, for a fast loop while you work (``python -m pytest -m core``,
+#: docs/development.md): the numpy API and its out=, the divergences against
+#: their mpmath references, the kernels' special functions, the properties,
+#: the core regressions and the import layers. The full suite stays the test
+#: command; this subset skips the convex programs, the certificates, torch,
+#: tables, the CLI, the studies and the trainers.
+CORE_FILES = frozenset({
+    "test_api.py", "test_out.py", "test_special.py", "test_vecmath.py",
+    "test_properties.py", "test_regressions_core.py", "test_layers.py",
+})
+
+
+def pytest_collection_modifyitems(config, items):
+    import pytest
+
+    for item in items:
+        if item.path.name in CORE_FILES:
+            item.add_marker(pytest.mark.core)

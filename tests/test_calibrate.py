@@ -159,6 +159,27 @@ def test_unreachable_goal_names_the_reachable_range():
                         clip_fraction=0.0, max_ratio=1.1)
 
 
+def test_table_takes_typed_arguments_and_returns_rows():
+    """calibrate.table took an argparse.Namespace (a Python caller had to fake
+    a command line) and returned the printed text; now the CLI parses and
+    prints, and the library returns one row per divergence."""
+    from bandsolve.calibrate import OutOfReach, Unreachable, table
+
+    rows = table(["kl", "tv"], clip=0.2, clip_high=0.28, at_p=0.3)
+    assert rows == [calibrate_delta(name, clip=0.2, clip_high=0.28, at_p=0.3)
+                    for name in ("kl", "tv")]
+    sample = dict(logp=[-1.0, -1.0], new_logp=[-1.0, math.log(2) - 1.0], clip_fraction=0.0,
+                  max_ratio=1.1)
+    unreachable = table(["kl", "tv"], **sample)
+    assert [type(r) for r in unreachable] == [Unreachable, Unreachable]
+    assert [r.divergence for r in unreachable] == ["kl", "tv"]
+    assert "out of the band's reach" in unreachable[0].reason
+    with pytest.raises(OutOfReach):
+        calibrate_delta("kl", **sample)
+    with pytest.raises(ValueError, match="at_p must lie in"):  # bad input still raises
+        table(["kl", "tv"], at_p=1.5)
+
+
 def test_cli_prints_every_divergence(capsys):
     assert main(["calibrate", "--match-clip", "0.2", "--at-p", "0.5"]) == 0
     out = capsys.readouterr().out

@@ -224,3 +224,17 @@ def test_discrepancy_measure_handles_zero_inf_and_small_bounds():
     assert verify.discrepancy(0.0, 0.0) == 0.0 and verify.discrepancy(np.inf, np.inf) == 0.0
     assert verify.discrepancy(1e-12, 0.0) > 1e100  # saturation at 0 must be exact
     assert verify.discrepancy(1.0 + 2e-9, 1.0 + 1e-9) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_tolerances_are_the_divergences_own_unless_overridden():
+    """verify kept a dict of tolerances by name beside the registry; each is
+    now Divergence.verify_tolerance, which a Tolerances mapping may override."""
+    from bandsolve.divergences import get_divergence
+
+    for name in verify.DIVERGENCES:
+        assert verify.TOLERANCES[name] == get_divergence(name).verify_tolerance > 0
+        assert verify.vocabulary_tolerance(name) == max(
+            10 * get_divergence(name).verify_tolerance, 1e-6)
+    custom = verify.Tolerances({"kl": 5e-9}, vocabulary_factor=2.0, vocabulary_floor=0.0)
+    assert custom["kl"] == 5e-9 and custom.vocabulary_for("kl") == 1e-8
+    assert custom["tv"] == get_divergence("tv").verify_tolerance

@@ -23,6 +23,8 @@ BUILTIN_NAMES = (
     "neyman_chi2",
     "hellinger",
     "js",
+    "jeffreys",
+    "le_cam",
 )
 
 

@@ -72,5 +72,4 @@ DIVERGENCE = Divergence(
     "chi2", "(u - 1)^2", f, df, conjugate,
     f_at_zero=1.0, slope_at_infinity=math.inf, curvature_at_one=2.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form,
-    textbook=textbook, verify_tolerance=1e-7)
+    exact_form=exact_form, textbook=textbook, verify_tolerance=1e-7)

@@ -100,5 +100,4 @@ DIVERGENCE = Divergence(
     "hellinger", "(sqrt(u) - 1)^2", f, df, f,
     f_at_zero=1.0, slope_at_infinity=1.0, curvature_at_one=0.5, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form,
-    textbook=textbook, verify_tolerance=3e-8)
+    exact_form=exact_form, textbook=textbook, verify_tolerance=3e-8)

@@ -89,5 +89,4 @@ DIVERGENCE = Divergence(
     "neyman_chi2", "(u - 1)^2 / u", f, df, conjugate,
     f_at_zero=math.inf, slope_at_infinity=1.0, curvature_at_one=2.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    convex_log=convex_log, exact_form=exact_form,
-    textbook=textbook, verify_tolerance=3e-8)
+    convex_log=convex_log, exact_form=exact_form, textbook=textbook, verify_tolerance=3e-8)

@@ -62,5 +62,4 @@ DIVERGENCE = Divergence(
     "tv", "|u - 1| / 2", f, df, f,
     f_at_zero=0.5, slope_at_infinity=0.5, curvature_at_one=0.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
-    exact_form=exact_form,
-    textbook=textbook, verify_tolerance=1e-8)
+    exact_form=exact_form, textbook=textbook, verify_tolerance=1e-8)
