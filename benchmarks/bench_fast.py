@@ -7,25 +7,27 @@ bisection is single-threaded either way):
 
 * the 50-iteration bisection of ``baseline.py`` (KL, both bounds);
 * ``FastBand(div, 0.05).band(p, out=...)`` for kl, rkl, js and alpha:2, the
-  table built once beforehand, and ``band(p, 0.05, div, out=...)`` (today's
-  root finder below the fast path's threshold, a throwaway table above it);
+  table built once beforehand, and ``band(p, 0.05, div, out=...)`` (the
+  root finder below the fast path's threshold, above it the tables of
+  ``_solve.BAND_TABLES``, built in the warm-up call);
 * the closed forms with ``out=`` against ``np.copyto`` into a buffer;
 * the cost of a new delta (building the table, its warm-start grid
   included) and the share of elements that fell back to the root finder;
-* where ``band()`` should switch to the fast path with a throwaway table
-  (``_solve.FAST_MIN_SIZE``): band() with the switch forced off and on, in
-  the same round, from 2^15 to 2^21 elements.
+* where ``band()`` should switch to the fast path
+  (``_solve.FAST_MIN_SIZE``): band() with the switch forced off and on, the
+  tables built in the call (the first call with a delta) and cached, in the
+  same round, from 2^15 to 2^21 elements;
+* issue 33's targets at 1 thread, each a ratio per round, with a verdict.
 
 Every ratio compares times from the same round; the table gives the median
 over rounds with the lowest and highest in brackets. The scaling section
-times kl from 1e4 to 1e7 elements. p is log-uniform in [1e-6, 1], delta 0.05.
+times kl from 1e4 to 1e7 elements at 1 and 2 threads. p is log-uniform in [1e-6, 1], delta 0.05.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 import platform
 import statistics
 import sys
@@ -34,6 +36,7 @@ import numba
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _report import Report  # noqa: E402
 from baseline import bisect_kl_band  # noqa: E402
 from bench_cpu import best_time, probabilities  # noqa: E402
 
@@ -64,6 +67,38 @@ def spread(values):
     return f"{statistics.median(values):.1f}x [{min(values):.1f}-{max(values):.1f}]"
 
 
+def spread_fine(values):
+    return f"{statistics.median(values):.2f}x [{min(values):.2f}-{max(values):.2f}]"
+
+
+#: issue 33's targets at 1 thread: (what, the per-round ratio, the limit,
+#: "min" where the ratio must reach the limit or "max" where it must stay below)
+TARGETS = (
+    ("FastBand kl vs bisection", lambda x: x["bisection"] / x["fast kl"], 100.0, "min"),
+    ("band() kl / FastBand kl", lambda x: x["band kl"] / x["fast kl"], 1.1, "max"),
+    ("FastBand rkl vs bisection", lambda x: x["bisection"] / x["fast rkl"], 60.0, "min"),
+    ("FastBand js vs bisection", lambda x: x["bisection"] / x["fast js"], 60.0, "min"),
+    ("FastBand alpha:2 vs bisection", lambda x: x["bisection"] / x["fast alpha:2"], 30.0, "min"),
+    ("tv / np.copyto", lambda x: x["closed tv"] / x["copyto"], 3.0, "max"),
+    ("chi2 / np.copyto", lambda x: x["closed chi2"] / x["copyto"], 3.0, "max"),
+    ("hellinger / np.copyto", lambda x: x["closed hellinger"] / x["copyto"], 5.0, "max"),
+)
+
+
+def verdicts(rounds):
+    """One row per target: the median ratio over rounds, its spread, and
+    whether the median meets the target (else by how much it misses)."""
+    rows = []
+    for what, ratio, limit, kind in TARGETS:
+        values = [ratio(x) for x in rounds]
+        median = statistics.median(values)
+        met = median >= limit if kind == "min" else median <= limit
+        miss = limit / median if kind == "min" else median / limit
+        rows.append(f"| {what} | {spread_fine(values)} | {'>=' if kind == 'min' else '<='} "
+                    f"{limit:g}x | {'met' if met else f'missed by {miss:.2f}x'} |")
+    return rows
+
+
 def fallback_share(solver, p):
     """The share of elements the fast path left to the root finder."""
     lower, upper = np.empty_like(p), np.empty_like(p)
@@ -79,11 +114,7 @@ def main(argv=None):
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    lines = []
-
-    def emit(text=""):
-        print(text, flush=True)
-        lines.append(text)
+    emit = Report()
 
     p = probabilities(args.n)
     solvers = {name: bs.FastBand(name, DELTA) for name in ROOT}
@@ -104,14 +135,16 @@ def main(argv=None):
         emit(f"## {threads} thread{'s' if threads > 1 else ''}: both bounds, speed-up over "
              "the 50-iteration bisection (KL)")
         emit()
-        emit("| divergence | FastBand (ms, median) | vs bisection | band() (ms) | band() vs bisection |")
-        emit("|---|---:|---:|---:|---:|")
+        emit("| divergence | FastBand (ms, median) | vs bisection | band() (ms) | band() vs bisection "
+             "| band() / FastBand |")
+        emit("|---|---:|---:|---:|---:|---:|")
         for name in ROOT:
             fast = [x["bisection"] / x["fast " + name] for x in t]
             band = [x["bisection"] / x["band " + name] for x in t]
+            over = [x["band " + name] / x["fast " + name] for x in t]
             emit(f"| {name} | {1e3 * statistics.median(x['fast ' + name] for x in t):.1f} | "
                  f"{spread(fast)} | {1e3 * statistics.median(x['band ' + name] for x in t):.1f} | "
-                 f"{spread(band)} |")
+                 f"{spread(band)} | {spread_fine(over)} |")
         emit(f"| (bisection itself) | {1e3 * statistics.median(x['bisection'] for x in t):.0f} | | | |")
         emit()
         emit("| closed form, `out=` | median (ms) | cost vs np.copyto |")
@@ -121,6 +154,14 @@ def main(argv=None):
             emit(f"| {name} | {1e3 * statistics.median(x['closed ' + name] for x in t):.2f} | "
                  f"{spread([x['closed ' + name] / x['copyto'] for x in t])} |")
         emit()
+
+    emit("## Issue 33's targets, 1 thread (median over rounds [lowest-highest])")
+    emit()
+    emit("| target | ratio | limit | verdict |")
+    emit("|---|---:|---:|---|")
+    for row in verdicts(rounds[1]):
+        emit(row)
+    emit()
 
     emit("## A new delta, and the fallback")
     emit()
@@ -133,10 +174,11 @@ def main(argv=None):
              f"{100 * fallback_share(solvers[name], p):.2f}% |")
     emit()
 
-    emit("## band() with a throwaway table against the root finder, kl, 2 threads")
+    emit("## band() on the fast path against the root finder, kl, 2 threads")
     emit()
-    emit("| n | root finder (ms) | throwaway fast table (ms) | ratio |")
-    emit("|---:|---:|---:|---:|")
+    emit("| n | root finder (ms) | fast, tables built in the call (ms) | ratio | "
+         "fast, tables from BAND_TABLES (ms) | ratio |")
+    emit("|---:|---:|---:|---:|---:|---:|")
     threshold = _solve.FAST_MIN_SIZE
     try:
         for n in (1 << 15, 1 << 17, 1 << 18, 1 << 19, 1 << 21):
@@ -145,25 +187,35 @@ def main(argv=None):
             _solve.FAST_MIN_SIZE = 1 << 62
             root = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
             _solve.FAST_MIN_SIZE = 0
-            fast = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
-            emit(f"| {n:,} | {1e3 * root:.2f} | {1e3 * fast:.2f} | {root / fast:.2f}x |")
+
+            def cold():
+                _solve.BAND_TABLES.clear()
+                bs.band(q, DELTA, "kl", out=out)
+
+            fresh = best_time(cold, args.repeat)
+            cached = best_time(lambda: bs.band(q, DELTA, "kl", out=out), args.repeat)
+            emit(f"| {n:,} | {1e3 * root:.2f} | {1e3 * fresh:.2f} | {root / fresh:.2f}x | "
+                 f"{1e3 * cached:.2f} | {root / cached:.2f}x |")
     finally:
         _solve.FAST_MIN_SIZE = threshold
     emit()
 
-    emit("## Scaling, kl, FastBand, 2 threads (ns per element, best of repeats)")
+    emit("## Scaling, kl, FastBand (ns per element, best of repeats)")
     emit()
-    emit("| n | ns per element |")
-    emit("|---:|---:|")
+    emit("| n | 1 thread | 2 threads |")
+    emit("|---:|---:|---:|")
     for n in (10_000, 100_000, 1_000_000, 10_000_000):
         q = probabilities(n, seed=1)
         out = (np.empty_like(q), np.empty_like(q))
-        seconds = best_time(lambda: solvers["kl"].band(q, out=out), args.repeat)
-        emit(f"| {n:,} | {1e9 * seconds / n:.1f} |")
+        per_element = []
+        for threads in (1, 2):
+            numba.set_num_threads(threads)
+            seconds = best_time(lambda: solvers["kl"].band(q, out=out), args.repeat)
+            per_element.append(f"{1e9 * seconds / n:.1f}")
+        emit(f"| {n:,} | {' | '.join(per_element)} |")
+    numba.set_num_threads(2)
     emit()
-    emit(f"load average at the end {os.getloadavg()[0]:.2f}")
-    if args.out:
-        pathlib.Path(args.out).write_text("\n".join(lines) + "\n")
+    emit.finish(args.out)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,12 @@ in one run (under 5 minutes on one GPU).
 
 Targets at 524,288 tokens: >= 100x faster than the bisection, within 5x of
 the clamp. See torch_bench.py for what each variant is.
+
+Issue 33 (the eager CUDA path within 5x of a clamp at 524,288 tokens): the
+report ends with that verdict per dtype. One device run, about a minute
+without the compiled variants:
+
+    python benchmarks/gpu_bench.py --sizes 32768 524288 --no-compile --out benchmarks/gpu_eager.md
 """
 
 import os

@@ -185,6 +185,22 @@ def report(rows, device: str) -> str:
     return "\n".join(lines)
 
 
+def eager_targets(rows, n=524288, limit=5.0) -> str:
+    """Issue 33's target, one line per dtype: eager ``band_from_logp`` (and
+    with ``out=``) at ``n`` tokens within ``limit`` times a clamp, from this
+    run's medians; empty where ``n`` was not measured."""
+    lines = []
+    for size, dtype, ms, _ in rows:
+        if size != n:
+            continue
+        for name in ("eager", "eager+out"):
+            ratio = ms[name][0] / ms["clamp"][0]
+            verdict = "met" if ratio <= limit else f"missed by {ratio / limit:.1f}x"
+            lines.append(f"- {name}, {dtype}, {n:,} tokens: {ratio:.1f}x a clamp "
+                         f"(target <= {limit:g}x): {verdict}")
+    return "\n".join(lines)
+
+
 def main(argv=None, *, default_device="cpu", default_sizes=(32768, 524288)):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default=default_device)
@@ -193,13 +209,19 @@ def main(argv=None, *, default_device="cpu", default_sizes=(32768, 524288)):
     parser.add_argument("--smoke", action="store_true",
                         help="a quick CPU run of the whole script (CI)")
     parser.add_argument("--out", help="also write the markdown table here")
+    parser.add_argument("--no-compile", action="store_true",
+                        help="skip the torch.compile variants (minutes of compiling)")
     args = parser.parse_args(argv)
     if args.smoke:
         args.device, args.sizes, args.repeat = "cpu", [4096], 2
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         print("no CUDA device: run with --device cpu or --smoke", file=sys.stderr)
         return 2
-    text = report(run(args.device, args.sizes, args.repeat), args.device)
+    rows = run(args.device, args.sizes, args.repeat, with_compile=not args.no_compile)
+    text = report(rows, args.device)
+    targets = eager_targets(rows)
+    if targets:
+        text += "\n\nIssue 33's eager target:\n\n" + targets
     print(text)
     if args.out:
         with open(args.out, "w") as fh:

@@ -8,6 +8,7 @@ of the public result, kept or recomputed by the root finder, must too.
 
 import functools
 import math
+import re
 
 import numba
 import numpy as np
@@ -255,6 +256,11 @@ def test_polish_pass_vectorises(name):
                                               "\tcall\tlog", "\tcall\texp"))
         if _host_has_fma():
             assert "vfmadd" in asm or "vfmsub" in asm or "vfnmadd" in asm
+        # contraction only: no flag that assumes away NaN, inf or signed zeros
+        ir = "\n".join(polish.inspect_llvm().values())
+        assert " contract " in ir
+        assert not re.search(r"\b(nnan|ninf|nsz|arcp|afn|reassoc)\b", ir)
+        assert not re.search(r"\bf(add|sub|mul|div|cmp) fast\b", ir)
 
 
 def _host_has_fma():

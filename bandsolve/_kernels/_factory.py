@@ -21,7 +21,8 @@ one source. The two alternatives cost more:
 
 Caching
 -------
-* In memory: one compiled copy per (template, functions), so
+* In memory: one compiled copy per (template, functions, compile-time
+  constants, serial or parallel), so
   ``alpha_divergence(a)`` for every ``a`` shares one (``a`` is a run-time
   argument) and a divergence looked up again by name costs nothing.
 * On disk, through numba's cache, where every function is importable by its
