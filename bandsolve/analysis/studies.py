@@ -1,6 +1,6 @@
 """The dynamics study's configurations and its command line.
 
-    python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier] [--out figures]
+    python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier|ar] [--out figures]
                                 [--jobs N]
 
 A :class:`StudyConfig` (frozen) holds one configuration per part; it is
@@ -80,15 +80,26 @@ def full_study() -> StudyConfig:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Entropy-collapse dynamics study")
     parser.add_argument("--full", action="store_true", help="more seeds and steps")
-    parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier"),
+    parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier", "ar"),
                         default="both", help="both: bandit and sequence; frontier: every "
-                                             "rule over its own hyperparameter")
+                                             "rule over its own hyperparameter; ar: the "
+                                             "autoregressive study under Adam")
     parser.add_argument("--out", default="figures")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes (runs are seeded per task: the results do not "
                              "depend on it)")
     args = parser.parse_args(argv)
     config = full_study() if args.full else quick_study()
+    if args.part == "ar":
+        result = ar_study.run_study(config.ar, out=args.out, jobs=args.jobs)
+        print("\n".join(result["paths"]))
+        verdict, held, why = result["verdict"]
+        for name, diff in result["tests"].items():
+            print(f"{name}: {diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], "
+                  f"d_z {diff['d']:+.2f}, Holm p {result['adjusted'][name]:.2g}")
+        print(f"verdict: {verdict}; held: {', '.join(held) or 'none'}; "
+              f"not: {', '.join(why) or 'none'}")
+        return 0
     if args.part == "frontier":
         result = frontier.study(config.frontier, out=args.out, jobs=args.jobs)
         print("\n".join(result["paths"]))
