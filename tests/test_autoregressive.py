@@ -174,3 +174,22 @@ def test_no_clip_matches_reads_both_outcomes_at_every_adam_rate():
     results = {(("adam", 0.1), "band-kl"): history(0.8), (("adam", 0.1), "no-clip"): history(0.5),
                (("adam", 0.3), "band-kl"): history(0.5), (("adam", 0.3), "no-clip"): history(0.5)}
     assert ar_study.no_clip_matches(results, config) == {0.1: False, 0.3: True}
+
+
+def test_a_tiny_study_writes_its_csv_figure_and_summary(tmp_path):
+    import csv
+
+    from bandsolve.paper_repro import ar_rows
+
+    config = ar_study.ARStudyConfig(task=SMALL, adam_lrs=(0.1, 0.3), sgd_lr=None, seeds=2,
+                                    pilot_seeds=2, pilot_deltas=(0.01, 0.05),
+                                    fixed_at=(("adam", 0.1),), window=2)
+    result = ar_study.run_study(config, out=str(tmp_path), name="ar")
+    assert (tmp_path / "ar.png").exists() and (tmp_path / "ar.pdf").exists()
+    with open(tmp_path / "ar.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    # 6 rules at each of 2 rates, 2 fixed-delta bands at one, 2 seeds, 3 steps
+    assert len(rows) == (6 * 2 + 2) * 2 * SMALL.steps
+    assert {r["rule"] for r in rows} >= {"band-kl", "band-kl@0.05", "dcpo"}
+    text = ar_rows.summary_markdown(result, "test", 1.0)
+    assert result["verdict"][0] in text and text.count("| Adam lr 0.1 | band-kl |") == 1

@@ -17,7 +17,7 @@ def _style(label: str) -> dict:
     base, _, fixed = label.partition("@")
     style = dict(STYLES[base])
     if fixed:
-        style.update(ls=(0, (1, 1)), lw=1.0, alpha=0.8, label=f"{style['label']} delta {fixed}")
+        style.update(ls=(0, (1, 1)), alpha=0.8, label=f"{style['label']} delta {fixed}")
     return style
 
 
