@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..analysis import ar_study
-from ..analysis.common import nanmean
+from ..analysis.common import nanmean, paired_difference
 
 
 def _effect(diff, adjusted_p) -> str:
@@ -39,7 +39,7 @@ def setting_text(result) -> str:
     c = result["config"]
     t = c.task
     deltas = "; ".join(f"{_setting_text(s)}: " + ", ".join(
-        f"{b} {d:.3g}" + ("" if inside else " (pilot grid end: not matched)")
+        f"{b} {d:.3g}" + ("" if inside else " (not matched: the nearest pilot point)")
         for b, (d, inside) in m.items()) for s, m in result["matched"].items())
     return (f"tabular autoregressive task, {t.contexts} contexts, 3 tokens of {t.vocab}, head "
             f"pays {t.head_pay:g} and prior ranks {list(t.tail_ranks)} pay {t.tail_pay:g}; GRPO "
@@ -51,6 +51,25 @@ def setting_text(result) -> str:
 
 def _pair(result, name):
     return result["tests"][name], result["adjusted"][name]
+
+
+def _fixed_text(result, metric, how) -> str:
+    """Band-KL at the fixed delta against PPO at the primary rate: descriptive
+    (unadjusted, outside the family); empty where it was not run."""
+    c = result["config"]
+    fixed = f"band-kl@{c.fixed_delta:g}"
+    runs = result["results"]
+    if (c.primary, fixed) not in runs:
+        return ""
+
+    def per_seed(rule):
+        h = runs[(c.primary, rule)]
+        return ar_study.final(h, metric, c.window) if how == "final" else h[metric].mean(0)
+
+    d = paired_difference(per_seed(fixed), per_seed("ppo"))
+    return (f". At the fixed delta {c.fixed_delta:g} (descriptive, unadjusted), Band-KL - PPO "
+            f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], d_z {d['d']:+.2f}, "
+            f"p {d['p']:.2g}")
 
 
 def verdict_text(result) -> str:
@@ -74,7 +93,9 @@ def tail_row(result):
         for rule in ("ppo", "clip-higher", "band-kl"))
     text = (f"Under {_setting_text(prim)} (primary), final tail mass: "
             f"{_rules_at(result, prim, 'tail_mass')}. Band-KL - PPO {_effect(*_pair(result, names[0]))}"
-            f"; Band-KL - Clip-Higher {_effect(*_pair(result, names[1]))}. Clip share of "
+            f"; Band-KL - Clip-Higher {_effect(*_pair(result, names[1]))}"
+            f"{_fixed_text(result, 'tail_mass', 'final')}. Mean per-step KL over training: "
+            f"{_rules_at(result, prim, 'step_kl', 'train')}. Clip share of "
             f"positive-advantage tokens with 0.01 <= p < 0.1: {clips}. Other settings, final "
             "tail mass: " + "; ".join(f"{_setting_text(s)}: {_rules_at(result, s, 'tail_mass')}"
                                       for s in c.settings if s != prim)
@@ -106,7 +127,8 @@ def entropy_row(result):
                                  "entropy_given_success"))
     text = (f"Autoregressive task under {_setting_text(prim)}, first-token entropy averaged "
             f"over training: {_rules_at(result, prim, 'entropy', 'train')} nats; Band-KL - PPO "
-            f"{_effect(*_pair(result, name))}. Also averaged over training (descriptive): "
+            f"{_effect(*_pair(result, name))}{_fixed_text(result, 'entropy', 'train')}. "
+            "Also averaged over training (descriptive): "
             f"{others}")
     return text, [_pair(result, name)]
 
@@ -146,5 +168,7 @@ def summary_markdown(result, command: str, seconds: float) -> str:
               f"**{verdict_text(result)}.**", "",
               "Pilot mean per-step KLs (pilot seeds, stream 1): " + "; ".join(
                   f"{_setting_text(s)} {rule} {delta:g}: {kl:.3g}"
-                  for (s, rule, delta), kl in result["pilot"].items()) + ".", ""]
+                  for (s, rule, delta), kl in result["pilot"].items()) + ".", "",
+              "## The report's text", "",
+              *(f"- {text(result)[0]}" for text in (tail_row, stability_row, entropy_row)), ""]
     return "\n".join(lines)
