@@ -193,3 +193,5 @@ def test_a_tiny_study_writes_its_csv_figure_and_summary(tmp_path):
     assert {r["rule"] for r in rows} >= {"band-kl", "band-kl@0.05", "dcpo"}
     text = ar_rows.summary_markdown(result, "test", 1.0)
     assert result["verdict"][0] in text and text.count("| Adam lr 0.1 | band-kl |") == 1
+    # two seeds: a smoke run, whose verdict the report does not state as the study's
+    assert "Smoke run (2 seeds" in text and "Pre-registered study verdict" not in text

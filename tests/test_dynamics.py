@@ -275,7 +275,7 @@ def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
     assert len(rows) == 5
     assert all(row.verdict in repro.VERDICTS for row in rows)
     assert "PPO" in rows[0].ours and "pass@k, head-wrong" in rows[4].ours
-    assert "Pre-registered study verdict" in rows[0].ours and "Adam lr 0.3" in rows[2].ours
+    assert "its verdict rules read" in rows[0].ours and "Adam lr 0.3" in rows[2].ours
     assert "endpoint (a) retired" in rows[1].ours
     assert "Adam robustness check" in rows[3].ours and "8 epochs per batch" in rows[2].ours
     assert (tmp_path / "dynamics_ar.png").exists()

@@ -43,6 +43,8 @@ from .autoregressive import METRICS, TaskConfig
 from .common import Jobs, holm, one_thread, paired_difference, run_tasks
 
 BASE_RULES = ("no-clip", "ppo", "clip-higher", "dcpo", "band-kl", "band-tv")
+#: the fewest paired seeds whose verdict the report states as the study's
+MIN_SEEDS = 16
 BANDS = {"band-kl": "kl", "band-tv": "tv"}
 
 

@@ -74,6 +74,11 @@ def _fixed_text(result, metric, how) -> str:
 
 def verdict_text(result) -> str:
     verdict, held, why = result["verdict"]
+    seeds = result["config"].seeds
+    if seeds < ar_study.MIN_SEEDS:
+        return (f"Smoke run ({seeds} seeds, fewer than the pre-registered "
+                f"{ar_study.MIN_SEEDS}): its verdict rules read \"{verdict}\", which decides "
+                "nothing")
     text = f"Pre-registered study verdict: {verdict}"
     if verdict == "contradicted":
         text += f" ({'; '.join(why)})"
