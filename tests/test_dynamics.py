@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from bandsolve.analysis import common, dynamics, rules, sequence, studies  # noqa: E402
+from bandsolve.analysis import ar_study, autoregressive, common, dynamics, rules, sequence, studies  # noqa: E402
 
 TINY_BANDIT = dynamics.BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
 TINY_SEQUENCE = sequence.SequenceConfig(width=16, layers=1, heads=2, sft_steps=5,
@@ -266,13 +266,20 @@ def test_paper_repro_dynamics_rows_on_a_tiny_configuration(tmp_path):
     tiny_frontier = frontier.FrontierConfig(
         dataclasses.replace(TINY_BANDIT, steps=3), optimizers=(("sgd", 2.5),), eps=(0.2,),
         eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,))
+    tiny_ar = ar_study.ARStudyConfig(
+        task=autoregressive.TaskConfig(contexts=2, group=4, minibatches=2, steps=4),
+        adam_lrs=(0.1, 0.3), sgd_lr=None, seeds=2, pilot_seeds=2, pilot_deltas=(0.01, 0.05),
+        fixed_at=(), window=2)
     config = studies.StudyConfig(TINY_BANDIT, adam, tiny_frontier, TINY_SEQUENCE,
-                                 stress=dataclasses.replace(TINY_BANDIT, epochs=8))
+                                 stress=dataclasses.replace(TINY_BANDIT, epochs=8), ar=tiny_ar)
     rows = repro.dynamics_claims(str(tmp_path), config)
     assert len(rows) == 5
     assert all(row.verdict in repro.VERDICTS for row in rows)
     assert "PPO" in rows[0].ours and "pass@k, head-wrong" in rows[4].ours
+    assert "its verdict rules read" in rows[0].ours and "Adam lr 0.3" in rows[2].ours
+    assert "endpoint (a) retired" in rows[1].ours
     assert "Adam robustness check" in rows[3].ours and "8 epochs per batch" in rows[2].ours
+    assert (tmp_path / "dynamics_ar.png").exists()
     assert (tmp_path / "dynamics_stress.png").exists()
     assert (tmp_path / "dynamics_bandit_adam.png").exists()
     with open(tmp_path / "dynamics_frontier.csv") as fh:

@@ -32,6 +32,9 @@ The pre-registered endpoints (``ENDPOINTS``, fixed before any run):
 (a) ``steps_to_half``: GRPO steps until the correct mass on the head-wrong
     training prompts reaches 1/2 (linear between evaluations; a run that never
     gets there counts as ``steps + eval_every``); lower is better.
+    Retired from the report's family (issue 30): the heuristic answer of a
+    head-wrong prompt pays 0, so no rewarded head competes with the tail,
+    and nearly every run is censored. Still computed and written to the CSV.
 (b) ``entropy_at_matched``: entropy of the answer given success on the
     training prompts at the first moment their success (the current reward)
     reaches ``matched_success`` (linear between evaluations; NaN if never);

@@ -1,6 +1,6 @@
 """The dynamics study's configurations and its command line.
 
-    python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier] [--out figures]
+    python -m analysis.dynamics [--full] [--part bandit|sequence|both|frontier|ar] [--out figures]
                                 [--jobs N]
 
 A :class:`StudyConfig` (frozen) holds one configuration per part; it is
@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
-from . import frontier, sequence
+from . import ar_study, frontier, sequence
+from .ar_study import ARStudyConfig
 from .common import mean_and_ci
 from .dynamics import BanditConfig, bandit_study
 from .frontier import FrontierConfig
@@ -31,6 +32,9 @@ class StudyConfig:
     #: the high-off-policy stress test: the bandit with many epochs per batch
     #: (None: not run)
     stress: BanditConfig | None = None
+    #: the autoregressive study under Adam (issue 30): the centre of the
+    #: training rows
+    ar: ARStudyConfig = dataclasses.field(default_factory=ar_study.smoke_config)
 
 
 def quick_study() -> StudyConfig:
@@ -50,7 +54,8 @@ def quick_study() -> StudyConfig:
                                 dcpo_scale=(0.5, 2.0), deltas=(0.01, 0.05, 0.2)),
         sequence=SequenceConfig(steps=40, seeds=4,
                                 rules=("no-clip", "ppo", "clip-higher", "band-kl", "constant")),
-        stress=BanditConfig(contexts=16, steps=60, seeds=5, epochs=32))
+        stress=BanditConfig(contexts=16, steps=60, seeds=5, epochs=32),
+        ar=ar_study.smoke_config())
 
 
 def full_study() -> StudyConfig:
@@ -60,28 +65,41 @@ def full_study() -> StudyConfig:
     (paper_repro/full/README.md)."""
     return StudyConfig(
         bandit=BanditConfig(steps=600, seeds=10),
-        bandit_adam=BanditConfig(steps=600, seeds=10, optimizer="adam", lr=0.05),
+        # the Adam check is the autoregressive study's now (issue 30)
+        bandit_adam=None,
         frontier=FrontierConfig(BanditConfig(steps=300, seeds=5),
                                 eps=(0.05, 0.1, 0.2, 0.3, 0.5), eps_high=(0.28, 0.4, 0.6),
                                 dcpo_scale=(0.1, 0.25, 0.5, 1.0, 2.0, 4.0),
                                 deltas=(0.001, 0.003, 0.01, 0.02, 0.05, 0.1, 0.2)),
         sequence=SequenceConfig(steps=200, seeds=8, eval_every=10, ppo_eps=(0.1, 0.2, 0.3),
                                 eps_high=(0.28, 0.4), deltas=(0.02, 0.05, 0.1)),
-        stress=BanditConfig(steps=100, seeds=10, epochs=32))
+        stress=BanditConfig(steps=100, seeds=10, epochs=32),
+        ar=ar_study.full_config())
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Entropy-collapse dynamics study")
     parser.add_argument("--full", action="store_true", help="more seeds and steps")
-    parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier"),
+    parser.add_argument("--part", choices=("bandit", "sequence", "both", "frontier", "ar"),
                         default="both", help="both: bandit and sequence; frontier: every "
-                                             "rule over its own hyperparameter")
+                                             "rule over its own hyperparameter; ar: the "
+                                             "autoregressive study under Adam")
     parser.add_argument("--out", default="figures")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes (runs are seeded per task: the results do not "
                              "depend on it)")
     args = parser.parse_args(argv)
     config = full_study() if args.full else quick_study()
+    if args.part == "ar":
+        result = ar_study.run_study(config.ar, out=args.out, jobs=args.jobs)
+        print("\n".join(result["paths"]))
+        verdict, held, why = result["verdict"]
+        for name, diff in result["tests"].items():
+            print(f"{name}: {diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], "
+                  f"d_z {diff['d']:+.2f}, Holm p {result['adjusted'][name]:.2g}")
+        print(f"verdict: {verdict}; held: {', '.join(held) or 'none'}; "
+              f"not: {', '.join(why) or 'none'}")
+        return 0
     if args.part == "frontier":
         result = frontier.study(config.frontier, out=args.out, jobs=args.jobs)
         print("\n".join(result["paths"]))
