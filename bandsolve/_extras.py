@@ -32,6 +32,7 @@ __all__ = ["EXTRAS", "MissingExtraError", "pip_command", "require"]
 EXTRAS: dict[str, tuple[str, ...]] = {
     "verify": ("cvxpy", "clarabel", "mpmath", "tqdm"),
     "plots": ("matplotlib", "tqdm"),
+    "torch": ("torch",),
 }
 EXTRAS["repro"] = tuple(dict.fromkeys(EXTRAS["verify"] + EXTRAS["plots"]))
 

@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Iterator
 from typing import IO, Any
 
-__all__ = ["atomic_write", "output_folder"]
+__all__ = ["atomic_write", "check_writable_folder", "output_folder"]
 
 
 def _sync_folder(folder: str) -> None:
@@ -38,50 +38,89 @@ def _sync_folder(folder: str) -> None:
         os.close(fd)
 
 
+def _cannot_write(exc: OSError, what: str, folder: str) -> OSError:
+    """``exc`` again, its message naming ``what`` the user asked for, not a
+    temporary file (a read-only file system, a full disk, /proc)."""
+    if isinstance(exc, FileNotFoundError) and not os.path.isdir(folder):
+        return FileNotFoundError(f"{what}: the folder {folder!r} does not exist")
+    if isinstance(exc, NotADirectoryError):
+        return NotADirectoryError(f"{what}: a part of {folder!r} is a file, not a folder")
+    named = type(exc)(f"{what}: the folder {folder!r} takes no new file "
+                      f"({exc.strerror or exc})")
+    named.errno = exc.errno
+    return named
+
+
+def _create_temporary(target: str) -> tuple[int, str]:
+    """A new, empty file beside ``target``, with the mode 0o666 less the
+    umask that open(path, "w") would give it; the raw OSError otherwise."""
+    temporary = os.path.join(os.path.dirname(target),
+                             f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.part")
+    return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+
+
+def check_writable_folder(folder: str | os.PathLike, what: str) -> None:
+    """Raise the ``OSError`` that writing a file into ``folder`` would end in,
+    naming ``what``: found by creating and removing a file there, which (unlike
+    ``os.access``) also sees a read-only file system, and root on /proc."""
+    folder = os.path.abspath(folder)
+    try:
+        fd, temporary = _create_temporary(os.path.join(folder, "probe"))
+    except OSError as exc:
+        raise _cannot_write(exc, f"cannot write {what}", folder) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(temporary)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -> Iterator[IO]:
     """``open(path, mode)`` for writing, replacing ``path`` only once the
     ``with`` block has finished without an exception.
 
     ``mode`` is ``"w"`` or ``"wb"`` (plus ``open``'s keyword arguments, such
-    as ``newline``). Raises ``IsADirectoryError`` where ``path`` is a folder,
-    and the ``OSError`` of the folder (missing, read-only) before anything is
-    written; each names the path.
+    as ``newline``). A symbolic link is written through, as ``open`` would:
+    the file it points to is replaced, and the link stays. The new file keeps
+    the old one's permissions and, where the process may set them, its owner.
+    Raises ``IsADirectoryError`` where ``path`` is a folder, and the
+    ``OSError`` of the folder (missing, read-only, full) otherwise; each names
+    the path, never the temporary file.
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write writes with mode 'w' or 'wb', not {mode!r}")
-    target = os.fspath(path)
+    target = os.path.realpath(os.fspath(path))  # through symbolic links
     if os.path.isdir(target):
-        raise IsADirectoryError(f"cannot write {target!r}: it is a folder")
-    folder = os.path.dirname(os.path.abspath(target))
-    temporary = os.path.join(folder, f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.part")
+        raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a folder")
     try:
-        # mode 0o666 less the umask, as open(path, "w") would make it
-        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"cannot write {target!r}: the folder {folder!r} does not "
-                                "exist") from None
-    except PermissionError:
-        raise PermissionError(f"cannot write {target!r}: no permission to create files in "
-                              f"{folder!r}") from None
+        fd, temporary = _create_temporary(target)
+    except OSError as exc:
+        raise _cannot_write(exc, f"cannot write {os.fspath(path)!r}",
+                            os.path.dirname(target)) from None
     try:
-        with os.fdopen(fd, mode, **open_kwargs) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
-        with contextlib.suppress(FileNotFoundError):  # an old file keeps its permissions
-            os.chmod(temporary, stat.S_IMODE(os.stat(target).st_mode))
-        os.replace(temporary, target)
+        try:
+            with os.fdopen(fd, mode, **open_kwargs) as handle:
+                yield handle
+                handle.flush()
+                os.fsync(handle.fileno())
+            with contextlib.suppress(FileNotFoundError):
+                old = os.stat(target)
+                os.chmod(temporary, stat.S_IMODE(old.st_mode))
+                with contextlib.suppress(OSError):  # only root may give a file away
+                    os.chown(temporary, old.st_uid, old.st_gid)
+            os.replace(temporary, target)
+        except OSError as exc:  # a full disk, a folder that went away
+            raise _cannot_write(exc, f"cannot write {os.fspath(path)!r}",
+                                os.path.dirname(target)) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)
         raise
-    _sync_folder(folder)
+    _sync_folder(os.path.dirname(target))
 
 
 def output_folder(path: str | os.PathLike, option: str = "--out") -> str:
-    """Make the folder ``path`` (and its parents) for output, and check that it
-    can be written to; ``option`` names it in the error."""
+    """Make the folder ``path`` (and its parents) for output, and check that a
+    file can be written there; ``option`` names it in the error."""
     folder = os.fspath(path)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise NotADirectoryError(f"{option} {folder!r} is a file, not a folder: name a folder "
@@ -91,8 +130,7 @@ def output_folder(path: str | os.PathLike, option: str = "--out") -> str:
     except (FileExistsError, NotADirectoryError):  # a parent is a file
         raise NotADirectoryError(f"{option} {folder!r}: a part of that path is a file, not a "
                                  "folder") from None
-    except PermissionError:
-        raise PermissionError(f"{option} {folder!r}: no permission to make that folder") from None
-    if not os.access(folder, os.W_OK | os.X_OK):
-        raise PermissionError(f"{option} {folder!r}: no permission to write in that folder")
+    except OSError as exc:
+        raise _cannot_write(exc, f"cannot make {option} {folder!r}", folder) from None
+    check_writable_folder(folder, f"into {option} {folder!r}")
     return folder

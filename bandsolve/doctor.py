@@ -41,6 +41,7 @@ import traceback
 from collections.abc import Callable
 
 from ._extras import pip_command as _pip
+from ._files import check_writable_folder
 
 __all__ = ["Check", "diagnose", "exit_code", "format_report"]
 
@@ -263,6 +264,12 @@ def _cache_dir_note(env_dir: str, path: str) -> str:
         return ""
     if os.path.abspath(path).startswith(os.path.abspath(env_dir)):
         return f" (NUMBA_CACHE_DIR={env_dir})"
+    if os.path.exists(env_dir) and not os.path.isdir(env_dir):
+        return f" (NUMBA_CACHE_DIR={env_dir} is not used: it is a file, not a folder)"
+    try:
+        check_writable_folder(env_dir, f"NUMBA_CACHE_DIR={env_dir}")
+    except OSError as exc:
+        return f" (NUMBA_CACHE_DIR={env_dir} is not used: {exc})"
     return (f" (NUMBA_CACHE_DIR={env_dir} is set but not used: numba reads it at import; "
             "set it before Python starts)")
 
@@ -292,9 +299,19 @@ def _check_numba_cache() -> list:
             hits = sum(disp.stats.cache_hits.values())
             source = "loaded from the cache" if hits else "compiled this run"
             via = _cache_dir_note(env_dir, path)
+            from ._kernels._cache import DISCARDED
+
+            if DISCARDED:
+                checks.append(Check("numba cache", True,
+                                    f"{len(DISCARDED)} damaged cache entries discarded and "
+                                    f"compiled again this run (the first: {DISCARDED[0]})",
+                                    "nothing to do if it does not recur; if it does, check the "
+                                    "disk holding the cache folder"))
             if writable:
+                # NUMBA_CACHE_DIR asked for and not used is worth a warning
+                unused = "not used" in via
                 checks.append(Check("numba cache", True, f"{path}{via} writable; kernels "
-                                                         f"{source}"))
+                                                         f"{source}", fix if unused else ""))
             else:
                 checks.append(Check("numba cache", True,
                                     f"{path}{via} not writable: first call compiles each "

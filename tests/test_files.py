@@ -232,3 +232,62 @@ def test_saving_a_pt_table_without_torch_names_the_extra(small_table, tmp_path, 
     with pytest.raises(ImportError, match=r"bandsolve\[torch\].*\.npz"):
         table.save(small_table, tmp_path / "x.pt")
     assert not list(tmp_path.iterdir())
+
+
+def test_atomic_write_writes_through_a_symbolic_link(tmp_path):
+    """The outside tester's export over a link replaced the link by a file and
+    left the table it pointed to as it was; open(path, "w") writes through."""
+    real = tmp_path / "real.md"
+    real.write_text("old")
+    link = tmp_path / "link.md"
+    link.symlink_to(real)
+    with atomic_write(link) as fh:
+        fh.write("new")
+    assert link.is_symlink() and real.read_text() == "new"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="only root may give a file away")
+def test_atomic_write_keeps_the_owner_of_the_file_it_replaces(tmp_path):
+    path = tmp_path / "theirs.csv"
+    path.write_text("old")
+    os.chown(path, 65534, 65534)
+    with atomic_write(path) as fh:
+        fh.write("new")
+    assert (os.stat(path).st_uid, os.stat(path).st_gid) == (65534, 65534)
+
+
+def test_a_full_disk_names_the_file_not_the_temporary_one(tmp_path, monkeypatch):
+    """ENOSPC printed "[Errno 28] No space left on device" with no path, and a
+    read-only file system named the hidden .part file."""
+    import errno
+
+    path = tmp_path / "report.md"
+    path.write_text("old")
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(OSError, match="report.md.*No space left") as caught:
+        with atomic_write(path) as fh:
+            fh.write("new")
+    assert ".part" not in str(caught.value) and caught.value.errno == errno.ENOSPC
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["report.md"]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc"), reason="needs a folder that takes no new file")
+def test_a_table_destination_that_takes_no_file_is_found_before_the_build():
+    """/proc exists, so "the folder '/proc' does not exist" was wrong, and a
+    read-only place was found only after the table was built (os.access says
+    yes to root): the check now writes a file there."""
+    with pytest.raises(OSError, match="/proc/x.npz.*takes no new file"):
+        table.check_destination("/proc/x.npz")
+
+
+def test_a_table_destination_below_a_file_or_at_a_folder_says_so(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(NotADirectoryError, match="afile.* is a file, not a folder"):
+        table.check_destination(tmp_path / "afile" / "x.npz")
+    with pytest.raises(IsADirectoryError, match="it is a folder"):  # no suffix: not "format ''"
+        table.check_destination(tmp_path)

@@ -149,3 +149,30 @@ def test_eight_processes_on_an_empty_cache_agree_and_leave_a_cache_that_loads(tm
     out, err = _run(None, xdg=tmp_path, debug=True)
     _check_numbers(out)
     assert not _saved(err), f"the ninth process compiled again: {_saved(err)[:5]}"
+
+
+def test_a_folder_in_place_of_a_cache_file_is_removed_and_the_kernel_cached_again(
+        warm_cache, tmp_path):
+    """numba took any OSError on reading a data file for a miss and then failed
+    to save over the folder: every process warned and compiled from scratch."""
+    source, loaded = warm_cache
+    cache = tmp_path / "numba"
+    shutil.copytree(source, cache)
+    victim = os.path.join(cache, os.path.relpath(loaded[0], source))
+    os.unlink(victim)
+    os.mkdir(victim)
+    out, err = _run(cache)
+    _check_numbers(out)
+    assert len(_warnings(err)) == 1 and victim in _warnings(err)[0], err[-3000:]
+    out, err = _run(cache, debug=True)
+    assert not _warnings(err) and not _saved(err), err[-3000:]
+
+
+def test_an_unusable_numba_cache_dir_is_said_not_passed_over(tmp_path):
+    """NUMBA_CACHE_DIR naming a file sent the kernels to ~/.cache without a word."""
+    (tmp_path / "file").write_text("")
+    out, err = _run(tmp_path / "file", xdg=tmp_path / "xdg")
+    _check_numbers(out)
+    warned = _warnings(err)
+    assert len(warned) == 1 and "NUMBA_CACHE_DIR" in warned[0] and "not a folder" in warned[0]
+    assert list((tmp_path / "xdg" / "numba").rglob("*.nbi"))

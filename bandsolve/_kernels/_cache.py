@@ -34,12 +34,13 @@ import hashlib
 import io
 import os
 import pickle
+import shutil
 import warnings
 from typing import Any
 
 import numba
 
-__all__ = ["KernelCacheWarning", "kernel_cache"]
+__all__ = ["DISCARDED", "KernelCacheWarning", "kernel_cache"]
 
 #: a version tag inside every index: another format or numba version is stale, not damaged
 _FORMAT = ("bandsolve-checked-cache", 1, numba.__version__)
@@ -139,6 +140,8 @@ if _caching is not None:
                     raw = fh.read()
             except FileNotFoundError:
                 return {}
+            except OSError as exc:  # a folder in its place, no permission to read
+                raise _DamagedEntry(self._index_path, f"cannot be read: {exc.strerror}") from exc
             stream = io.BytesIO(_unseal(raw, self._index_path))
             try:
                 if pickle.load(stream) != self._version:
@@ -156,8 +159,13 @@ if _caching is not None:
 
         def _load_data(self, name):
             path = self._data_path(name)
-            with open(path, "rb") as fh:
-                raw = fh.read()
+            try:
+                with open(path, "rb") as fh:
+                    raw = fh.read()
+            except FileNotFoundError:  # removed since the index was read: a miss
+                raise
+            except OSError as exc:  # numba would take any OSError for a miss, and keep it
+                raise _DamagedEntry(path, f"cannot be read: {exc.strerror}") from exc
             try:
                 data = pickle.loads(_unseal(raw, path))
             except _DamagedEntry:
@@ -205,19 +213,35 @@ if _caching is not None:
             reason = exc.reason if isinstance(exc, _DamagedEntry) else \
                 f"{type(exc).__name__}: {exc}"
             for path in [files.index_path, *glob.glob(files.data_glob)]:
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
                 with contextlib.suppress(OSError):
                     os.unlink(path)
+            DISCARDED.append(where)
             warnings.warn(f"bandsolve: the compiled-kernel cache entry {where} could not be "
                           f"loaded ({reason}); discarded it and compiled the kernel again. "
                           f"Cache folder: {self._cache_path}", KernelCacheWarning, stacklevel=2)
 
         def _not_saved(self, exc: Exception) -> None:
-            # one message per folder and reason (the warnings registry keeps it
-            # from repeating for each kernel)
-            warnings.warn(f"bandsolve: could not save compiled kernels in the cache folder "
-                          f"{self._cache_path} ({type(exc).__name__}); they run from memory "
-                          "and compile again in the next process", KernelCacheWarning,
-                          stacklevel=2)
+            reason = getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}"
+            _warn_once(f"bandsolve: could not save compiled kernels in the cache folder "
+                       f"{self._cache_path} ({reason}); they run from memory and compile "
+                       "again in the next process")
+
+
+#: the messages already given in this process: one per cause, not one per
+#: kernel (numba compiles inside catch_warnings, which resets the registry
+#: that would otherwise keep a repeated warning quiet)
+_WARNED: set[str] = set()
+#: the damaged entries discarded (and compiled again) in this process, for
+#: ``bandsolve doctor``
+DISCARDED: list[str] = []
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(message, KernelCacheWarning, stacklevel=3)
 
 
 def kernel_cache(py_func):
@@ -226,4 +250,12 @@ def kernel_cache(py_func):
     ``RuntimeError("cannot cache ...")`` where no cache folder is writable."""
     if _caching is None:  # pragma: no cover - another numba
         return None
-    return KernelCache(py_func)
+    cache = KernelCache(py_func)
+    asked = numba.config.CACHE_DIR
+    if asked and not isinstance(cache._impl.locator, _UserProvided):
+        # numba moves on to the next folder without a word
+        why = "it is not a folder" if os.path.exists(asked) and not os.path.isdir(asked) \
+            else "a file cannot be written there"
+        _warn_once(f"bandsolve: NUMBA_CACHE_DIR={asked} cannot be used ({why}); compiled "
+                   f"kernels are cached in {os.path.dirname(cache.cache_path)} instead")
+    return cache

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .._files import atomic_write
+from .._files import atomic_write, check_writable_folder
 from ..divergences import DivergenceLike
 from .certify import check_against_solver, table_divergence
 from .data import (
@@ -150,19 +150,19 @@ def _check_metadata(scalars: dict, source: str) -> None:
 
 def check_destination(path: str | os.PathLike) -> Path:
     """The table file ``path`` as :func:`save` will write it, or the error it
-    would end in, raised before a table is built: an unknown suffix, ``.pt``
-    without torch, a folder in the way, or a folder that is missing."""
+    would end in, raised before a table is built: a folder in the way, an
+    unknown suffix, ``.pt`` without torch, or a folder that is missing or
+    cannot be written to (tried by writing a file there)."""
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot write the table {str(path)!r}: it is a folder")
     if path.suffix not in (".npz", ".pt"):
-        raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
+        raise ValueError(f"cannot write the table {str(path)!r}: unknown table format "
+                         f"{path.suffix!r}: use .npz or .pt")
     if path.suffix == ".pt" and importlib.util.find_spec("torch") is None:
         raise ImportError(f"writing {str(path)!r} as .pt needs torch: pip install "
                           "\"bandsolve[torch]\", or write the table as .npz (numpy only)")
-    if path.is_dir():
-        raise IsADirectoryError(f"cannot write the table {str(path)!r}: it is a folder")
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write the table {str(path)!r}: the folder "
-                                f"{str(path.parent)!r} does not exist")
+    check_writable_folder(path.parent, f"the table {str(path)!r}")
     return path
 
 

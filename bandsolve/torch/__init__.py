@@ -14,6 +14,10 @@
   ``bandsolve.torch.verl``, ``.trl`` and ``.skyrl`` are their import paths.
 """
 
+from .._extras import require
+
+require("torch", "bandsolve.torch")
+
 from .bounds import band, band_from_logp
 from .device_table import BandTable
 from .losses import (
