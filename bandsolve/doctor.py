@@ -266,10 +266,11 @@ def _cache_dir_note(env_dir: str, path: str) -> str:
         return f" (NUMBA_CACHE_DIR={env_dir})"
     if os.path.exists(env_dir) and not os.path.isdir(env_dir):
         return f" (NUMBA_CACHE_DIR={env_dir} is not used: it is a file, not a folder)"
-    try:
-        check_writable_folder(env_dir, f"NUMBA_CACHE_DIR={env_dir}")
-    except OSError as exc:
-        return f" (NUMBA_CACHE_DIR={env_dir} is not used: {exc})"
+    if os.path.isdir(env_dir):  # a missing one numba would have made
+        try:
+            check_writable_folder(env_dir, f"NUMBA_CACHE_DIR={env_dir}")
+        except OSError as exc:
+            return f" (NUMBA_CACHE_DIR={env_dir} is not used: {exc})"
     return (f" (NUMBA_CACHE_DIR={env_dir} is set but not used: numba reads it at import; "
             "set it before Python starts)")
 

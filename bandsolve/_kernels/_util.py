@@ -177,18 +177,31 @@ def compiled_on_first_call(signature):
     (numba compiles a function with a signature where it is decorated)."""
 
     def decorate(fn):
-        @functools.cache
-        def dispatcher():
-            return jit(signature)(fn)
-
-        @functools.wraps(fn)
-        def call(*args):
-            return dispatcher()(*args)
-
-        call.dispatcher = dispatcher  # type: ignore[attr-defined]
-        return call
+        return _CompiledOnFirstCall(fn, signature)
 
     return decorate
+
+
+class _CompiledOnFirstCall:
+    """A function compiled for ``signature`` at its first call;
+    ``dispatcher()`` is the compiled dispatcher. No functools cache: torch's
+    dynamo, tracing a compiled graph into the validation, warns at one (an
+    error under warnings-as-errors), and two threads that both compile only
+    waste the second compile."""
+
+    def __init__(self, fn, signature):
+        functools.update_wrapper(self, fn)
+        self._fn = fn
+        self._signature = signature
+        self._compiled = None
+
+    def dispatcher(self):
+        if self._compiled is None:
+            self._compiled = jit(self._signature)(self._fn)
+        return self._compiled
+
+    def __call__(self, *args):
+        return self.dispatcher()(*args)
 
 
 @scaled_conjugate

@@ -1,7 +1,7 @@
 """verl plug-in: BandPO as verl's policy loss ``bandpo`` (verl 0.9.x, unmodified).
 
 Importing this module registers ``bandpo`` in verl's policy-loss registry, or
-raises :class:`~bandsolve.integrations.verl_entry_point.RegistrationError`.
+raises :class:`~bandsolve.integrations._verl_registry.RegistrationError`.
 verl imports it for you in either of two ways:
 
 * the ``verl.plugins`` entry point that bandsolve declares (verl loads every
@@ -46,7 +46,7 @@ from verl.workers.config import PolicyLossConfig
 
 from ..torch.losses import loss_terms
 from ..torch.settings import BandConfigKeys, BandSettings, dual_clip_from_keys, settings_from_keys
-from .verl_entry_point import LOSS_NAME, register
+from ._verl_registry import LOSS_NAME, register
 
 __all__ = ["BandPOPolicyLossConfig", "compute_policy_loss_bandpo", "LOSS_NAME"]
 

@@ -358,7 +358,7 @@ def dynamics_claims(out, config, jobs=1):
     """
     from ..analysis import ar_study, dynamics, frontier, sequence
     from ..analysis.common import holm, paired_difference
-    from . import ar_rows
+    from .ar_rows import entropy_row, stability_row, tail_row
 
     bandit_config = config.bandit
     results, bandit, _ = dynamics.bandit_study(bandit_config, out=out, name="dynamics_bandit",
@@ -427,9 +427,9 @@ def dynamics_claims(out, config, jobs=1):
     clip_text = ("Clip binds (share of signed tokens / of positive-advantage tokens with "
                  "p < 0.1): " + ", ".join(f"{rule} {b['clip/all']:.2f} / {b['clip/pos/p<0.1']:.2f}"
                                           for rule, b in binding.items()))
-    tail_text, tail_pairs = ar_rows.tail_row(ar)
-    stable_text, stable_pairs = ar_rows.stability_row(ar)
-    entropy_text, entropy_pairs = ar_rows.entropy_row(ar)
+    tail_text, tail_pairs = tail_row(ar)
+    stable_text, stable_pairs = stability_row(ar)
+    entropy_text, entropy_pairs = entropy_row(ar)
     names_b = [n for n in sequence.ENDPOINTS if n.startswith("(b)")]
     names_c = [n for n in sequence.ENDPOINTS if n.startswith("(c)")]
     keys_b = [f"{names_b[0]} vs {c}" for c in SEQUENCE_CONTROLS]
