@@ -14,52 +14,36 @@ import bandsolve as bs
 from bandsolve._kernels._bind import kernels_for
 
 
-def _my_kl():
-    # the README's own example, verbatim
-    return bs.Divergence.from_generator(
-        "my_kl", lambda u: u - 1 - math.log(u) if u > 0 else math.inf)
-
-
-def _relative_to_band(value, truth):
-    """|value - truth| / max(min(truth, |truth - 1|), 4 eps max(truth, 1) / 1e-9):
-    the error in the band's own scale, with the tolerance's absolute floor, so
-    that <= 1e-9 reads max(1e-9 min(r, |r - 1|), 4 eps max(r, 1))."""
-    value = np.asarray(value, dtype=float)
-    truth = np.asarray(truth, dtype=float)
-    floor = 4 * ref.EPS * np.maximum(truth, 1.0) / 1e-9
-    return np.abs(value - truth) / np.maximum(np.minimum(truth, np.abs(truth - 1.0)), floor)
-
-
 # --- 1. a user-defined divergence on a large batch ------------------------------------
 @pytest.mark.parametrize("delta", [1e-8, 1e-4, 0.05, 1.0, 10.0])
-def test_regression_user_divergence_converges_on_a_large_batch(delta):
+def test_regression_user_divergence_converges_on_a_large_batch(delta, readme_kl):
     """The README example raised BandSolveError for 119 of 100,000 bounds: its
     central-difference f' was taken with a step fixed in absolute terms, far
     too coarse for u ~ 1e-7, and Newton oscillated without end."""
     logp = -np.geomspace(1e-8, 30, 100_000)
-    lower, upper = bs.band_from_logp(logp, delta, _my_kl())
+    lower, upper = bs.band_from_logp(logp, delta, readme_kl)
     # The built-in kl is the same divergence, checked against mpmath in
     # test_accuracy; here the user's formula u - 1 - log u (which cancels near
     # u = 1) limits agreement to what it keeps: 1e-9 of the band's scale.
     ref_lower, ref_upper = bs.band_from_logp(logp, delta, "kl")
-    assert _relative_to_band(lower, ref_lower).max() <= 1e-9
-    assert _relative_to_band(upper, ref_upper).max() <= 1e-9
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9
     # and an independent check at a sample of points, against mpmath itself
     for i in np.linspace(0, logp.size - 1, 12).astype(int):
         for side, value in (("lower", lower[i]), ("upper", upper[i])):
             truth = ref.bound("kl", float(logp[i]), delta, side, from_logp=True)[0]
-            assert _relative_to_band(value, float(truth)) <= 1e-9, (logp[i], side)
+            assert ref.relative_to_band(value, float(truth)) <= 1e-9, (logp[i], side)
 
 
-def test_regression_user_divergence_through_torch_on_a_large_batch():
+def test_regression_user_divergence_through_torch_on_a_large_batch(readme_kl):
     torch = pytest.importorskip("torch")
     import bandsolve.torch as bt
 
     logp = -np.geomspace(1e-8, 30, 100_000)
-    lower, upper = bt.band_from_logp(torch.from_numpy(logp), 0.05, _my_kl())
+    lower, upper = bt.band_from_logp(torch.from_numpy(logp), 0.05, readme_kl)
     ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, "kl")
-    assert _relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
-    assert _relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9
+    assert ref.relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9
 
 
 def test_regression_user_derivative_that_is_wrong_by_half_still_converges():
@@ -71,12 +55,12 @@ def test_regression_user_derivative_that_is_wrong_by_half_still_converges():
     p = np.geomspace(1e-6, 1 - 1e-6, 40_000)
     lower, upper = bs.band(p, 0.05, wrong)
     ref_lower, ref_upper = bs.band(p, 0.05, "kl")
-    assert _relative_to_band(lower, ref_lower).max() <= 1e-9
-    assert _relative_to_band(upper, ref_upper).max() <= 1e-9
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9
 
 
 # --- 2. read-only input ---------------------------------------------------------------
-def test_regression_read_only_input_is_accepted(tmp_path):
+def test_regression_read_only_input_is_accepted(tmp_path, readme_kl):
     """numba rejected read-only arrays (memory maps, np.frombuffer, shared
     memory) with a TypeError from inside the validation scan."""
     p = np.array([0.1, 0.5])
@@ -90,7 +74,7 @@ def test_regression_read_only_input_is_accepted(tmp_path):
     np.save(path, np.log(np.linspace(0.01, 1.0, 50_000)))
     mapped = np.load(path, mmap_mode="r")
     delta = np.frombuffer(np.full(50_000, 0.05).tobytes())  # read-only too
-    for div in ("kl", "tv", _my_kl()):
+    for div in ("kl", "tv", readme_kl):
         lower, upper = bs.band_from_logp(mapped, delta, div)
         ref_lower, ref_upper = bs.band_from_logp(np.array(mapped), np.array(delta), div)
         np.testing.assert_array_equal(lower, ref_lower)
