@@ -6,6 +6,7 @@ The bound, for every built-in divergence, p in [1e-300, 1] and delta in
 
 import math
 
+import mpmath as mp
 import numpy as np
 import pytest
 import reference as ref
@@ -147,3 +148,45 @@ def test_chi2_one_delta_batch_keeps_subnormal_products(delta):
                   1 - 1e-12, 1 - 2.0**-53, 1.0])
     lower, upper = bs.band(p, delta, "chi2")
     _assert_accurate("chi2", p, np.full(p.size, delta), lower, upper, from_logp=False)
+
+
+
+
+# log p where 1/fl(exp(log p)) rounds above e^(-log p) (found by search), over
+# every scale, and the band where exp(log p) is subnormal
+OVERSHOOTING_LOGP = np.array([-1.5306325389161855e-05, -37.54598973202707,
+                              -0.18929267240687142, -708.5, -709.0, -709.7])
+
+
+def _logp_sample():
+    rng = np.random.default_rng(19)
+    return np.concatenate([OVERSHOOTING_LOGP, -np.exp(rng.uniform(-30, 6.5, 400)),
+                           -rng.uniform(708.4, 709.78, 40)])
+
+
+@pytest.mark.parametrize("name", SAMPLE_NAMES + ("user_hellinger",))
+def test_saturated_upper_from_logp_never_exceeds_the_simplex_cap(name):
+    """The saturated upper bound from log p was 1/fl(exp(log p)): one ulp
+    above e^(-log p) for about one log p in eight (and more where exp(log p)
+    is subnormal), so p * upper > 1. It is now at most e^(-log p), within
+    the accuracy tolerance of it."""
+    div = bs.Divergence.from_generator("user_hellinger", lambda u: (math.sqrt(u) - 1.0) ** 2) \
+        if name == "user_hellinger" else name
+    logp = _logp_sample()
+    _, upper = bs.band_from_logp(logp, np.finfo(np.float64).max, div)
+    mp.mp.dps = 40
+    for x, u in zip(logp, upper):
+        cap = mp.exp(-mp.mpf(float(x)))
+        assert mp.mpf(float(u)) <= cap, (name, x, u)
+        assert mp.mpf(float(u)) >= cap * (1 - 4 * mp.mpf(2) ** -52), (name, x, u)
+
+
+def test_interior_upper_from_logp_never_exceeds_the_simplex_cap():
+    """Close to saturation, the interior bound min(1 + m/p, 1/p) took the
+    same over-rounded cap."""
+    logp = _logp_sample()
+    mp.mp.dps = 40
+    for delta in (0.5, 5.0, 50.0):
+        _, upper = bs.band_from_logp(logp, delta, "rkl")
+        for x, u in zip(logp, upper):
+            assert mp.mpf(float(u)) <= mp.exp(-mp.mpf(float(x))), (delta, x, u)

@@ -285,3 +285,11 @@ def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
     assert np.isnan(upper[1]) and upper[0] == float(alone[1])
     with pytest.raises(ValueError, match="on_failure must be 'raise' or 'nan'"):
         bs.band(p, 0.1, on_failure="ignore")
+
+
+@pytest.mark.parametrize("name", ["alpha:2_0", "alpha:0_5", "alpha:1_000"])
+def test_alpha_parameter_with_underscores_is_refused_not_read_as_another_number(name):
+    """float() reads "2_0" as 20, so "alpha:2_0" silently gave the band of
+    alpha = 20 (upper 1.64 at p = 0.01, delta 0.5, where alpha:2 gives 10.9)."""
+    with pytest.raises(ValueError, match="underscores"):
+        bs.band(0.01, 0.5, name)

@@ -145,3 +145,15 @@ def test_numpy_table_evaluation_is_the_device_code_to_rounding_in_float64(diverg
         exact = ~np.isfinite(e) | (e == 0.0) | (e == 1.0)
         np.testing.assert_array_equal(g[exact], e[exact])
         assert np.all(np.abs(g - e)[~exact] <= 8 * np.finfo(float).eps * np.maximum(e, 1.0)[~exact])
+
+
+@pytest.mark.parametrize("call", ["save", "evaluate_numpy", "to_arrays"])
+def test_table_functions_given_a_non_table_raise_type_error_not_attribute_error(call, tmp_path):
+    """table.save(None, path) and table.evaluate_numpy(None, logp) raised
+    AttributeError ('NoneType' object has no attribute 'divergence')."""
+    calls = {"save": lambda: table.save(None, tmp_path / "t.npz"),
+             "evaluate_numpy": lambda: table.evaluate_numpy({"lower": 1}, np.array([-0.1])),
+             "to_arrays": lambda: table.to_arrays("kl")}
+    with pytest.raises(TypeError, match="must be a BandTableData"):
+        calls[call]()
+    assert not (tmp_path / "t.npz").exists()
