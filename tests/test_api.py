@@ -293,3 +293,40 @@ def test_alpha_parameter_with_underscores_is_refused_not_read_as_another_number(
     alpha = 20 (upper 1.64 at p = 0.01, delta 0.5, where alpha:2 gives 10.9)."""
     with pytest.raises(ValueError, match="underscores"):
         bs.band(0.01, 0.5, name)
+
+
+@pytest.mark.parametrize("name", ["alpha:1e200", "alpha:1e13", "alpha:-1e20"])
+def test_alpha_parameter_beyond_the_verified_range_is_refused_up_front(name):
+    """alpha:1e200 was parsed, then the root finder "did not converge" with a
+    message about user generators; alpha:1e20 raised "+inf next to the bound"."""
+    with pytest.raises(ValueError, match=r"\|a\| <= 1e\+12"):
+        bs.band(0.5, 0.05, name)
+
+
+def test_alpha_parameter_at_the_edge_of_the_range_is_accepted():
+    lower, upper = bs.band(np.array([1e-6, 0.5]), 0.05, "alpha:1e12")
+    assert np.all((0 <= lower) & (lower <= 1) & (1 <= upper))
+
+
+def test_longdouble_delta_below_float64_range_names_the_cause_not_zero():
+    # "delta must be positive: got 0.0" for a positive 1e-4000
+    tiny = np.longdouble("1e-4000")
+    if tiny == 0:
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(ValueError, match="below float64's range"):
+        bs.band(0.5, tiny)
+
+
+def test_max_ratio_beyond_float64_is_no_cap_not_an_overflow_error():
+    # max_ratio=10**400 raised a raw OverflowError
+    assert bs.band(1e-3, 0.05, max_ratio=10**400)[1] == bs.band(1e-3, 0.05)[1]
+    with pytest.raises(ValueError, match="max_ratio"):
+        bs.band(0.5, 0.05, max_ratio=-10**400)
+
+
+@pytest.mark.parametrize("argument", ["p", "delta"])
+def test_numpy_masked_array_is_refused_not_its_mask_ignored(argument):
+    masked = np.ma.masked_array([0.5, 2.0], mask=[False, True])
+    args = {"p": 0.5, "delta": 0.05, argument: masked}
+    with pytest.raises(TypeError, match="masked array"):
+        bs.band(args["p"], args["delta"])

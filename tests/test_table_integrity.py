@@ -184,3 +184,21 @@ def test_float64_table_is_within_its_certificate_across_delta(name, delta):
         for side, g in zip(("lower", "upper"), table.evaluate_numpy(data, np.array([x]))):
             truth = float(ref.bound(name, float(x), delta, side, from_logp=True)[0])
             assert _within_certificate(data, g, np.array([truth])).all(), (name, x, side)
+
+
+@pytest.mark.parametrize("payload", ["tensor", "list"])
+def test_foreign_pt_file_is_a_table_integrity_error_naming_the_file(tmp_path, payload):
+    """A .pt holding a tensor or a list raised AttributeError ('Tensor' object
+    has no attribute 'items')."""
+    torch = pytest.importorskip("torch")
+    path = tmp_path / "foreign.pt"
+    torch.save(torch.ones(3) if payload == "tensor" else [1, 2], path)
+    with pytest.raises(table.TableIntegrityError, match="foreign.pt"):
+        table.load(path)
+
+
+def test_npz_without_the_table_fields_names_the_file(tmp_path):
+    path = tmp_path / "other.npz"
+    np.savez(path, a=np.ones(2))
+    with pytest.raises(table.TableIntegrityError, match="other.npz"):
+        table.load(path)

@@ -445,3 +445,11 @@ def test_edge_value_of_the_wrong_type_is_a_type_error(field, value):
     ValueError."""
     with pytest.raises(TypeError, match=f"{field} of 'x' must be a real number"):
         bs.Divergence.from_generator("x", lambda u: (u - 1.0) ** 2, **{field: value})
+
+
+@pytest.mark.parametrize("name", [None, 42, ""])
+def test_user_divergence_name_must_be_a_string(name):
+    """from_generator(None, f) was accepted; the torch adapter then refused it,
+    and a table saved under the name 42 would not reload."""
+    with pytest.raises(TypeError, match="name must be a non-empty string"):
+        bs.Divergence.from_generator(name, lambda u: (u - 1.0) ** 2)
