@@ -21,7 +21,7 @@ settings.load_profile(os.environ.get("BANDSOLVE_HYPOTHESIS", "ci" if _IN_CI else
 #: The core, for a fast loop while you work (``python -m pytest -m core``,
 #: docs/development.md): the numpy API and its out=, the divergences against
 #: their mpmath references, the kernels' special functions, the properties,
-#: the core regressions and the import layers. The full suite stays the test
+#: the float64-edge accuracy and the import layers. The full suite stays the test
 #: command; this subset skips the convex programs, the certificates, torch,
 #: tables, the CLI, the studies and the trainers.
 CORE_FILES = frozenset({

@@ -270,7 +270,8 @@ def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
     status), and band(on_failure="nan") returns NaN there instead of raising.
     alpha:3 written by a user (no log-domain form, unlike the built-in since
     issue 18.5) at p = 1e-300, delta = 1e300 overflows g next to its upper
-    bound (test_regressions); p = 0.3 beside it is unaffected."""
+    bound (test_accuracy.py::test_regression_overflowing_g_raises_instead_of_a_wrong_bound);
+    p = 0.3 beside it is unaffected."""
     user = bs.Divergence.from_generator("user_alpha_3", lambda u: (u**3 - 1 - 3 * (u - 1)) / 6)
     p = np.array([0.3, 1e-300])
     with pytest.raises(bs.BandSolveError, match="overflows float64"):

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 import bandsolve as bs
-from bandsolve import table, verify
 from bandsolve.cli import main
 
 
@@ -78,6 +77,7 @@ def test_bounds_command_imports_no_cvxpy_mpmath_matplotlib_or_tqdm():
 
 
 def _fail_if_built(monkeypatch):
+    from bandsolve import table
 
     monkeypatch.setattr(table, "build", lambda *a, **k: pytest.fail("the table was built"))
 
@@ -120,16 +120,12 @@ def test_out_naming_an_existing_file_is_a_clean_error(command, tmp_path, capsys)
 
 def test_export_into_a_missing_folder_is_a_clean_error(tmp_path, capsys):
     """`bandsolve export --out nodir/kl.pt` printed torch's raw traceback."""
-    from bandsolve.cli import main
-
     assert main(["export", "--divergence", "kl", "--delta", "0.05",
                  "--out", str(tmp_path / "nodir" / "kl.pt")]) == 2
     assert "does not exist" in capsys.readouterr().err
 
 
 def test_version_flag_prints_the_version(capsys):
-    from bandsolve.cli import main
-
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
     assert exit_info.value.code == 0
@@ -157,7 +153,27 @@ def test_cli_help_shows_no_rest_double_backticks(command):
 
 def test_verify_checks_its_output_folder_before_the_sweep(monkeypatch, tmp_path):
     # --out /proc/x ran the whole sweep before failing
+    from bandsolve import verify
+
     monkeypatch.setattr(verify, "run", lambda **kw: pytest.fail("the sweep ran"))
     blocked = tmp_path / "file"
     blocked.write_text("")
     assert main(["verify", "--quiet", "--out", str(blocked / "sub")]) == 2
+
+
+def test_regression_cli_reads_negative_log_probabilities_in_exponent_form(capsys):
+    assert main(["bounds", "--logp", "-1e-5", "0", "-1e-320", "-800"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3 + 4
+
+
+def test_regression_cli_reports_solver_errors_without_a_traceback(capsys, monkeypatch):
+    # No built-in input raises BandSolveError any more (alpha:3 at p = 1e-300,
+    # delta = 1e300 did until issue 18.5), so the solver's error is injected.
+    from bandsolve import api
+
+    def unresolved(*args, **kwargs):
+        raise api.BandSolveError("alpha:3: the binary divergence evaluates to +inf")
+
+    monkeypatch.setattr(api, "band", unresolved)
+    assert main(["bounds", "--p", "1e-300", "--delta", "1e300", "--divergence", "alpha:3"]) == 2
+    assert "bandsolve: error:" in capsys.readouterr().err

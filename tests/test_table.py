@@ -171,8 +171,6 @@ def test_table_evaluate_numpy_refuses_invalid_logp_instead_of_nan(logp):
 def test_exported_subnormal_delta_table_loads(tmp_path):
     """export accepted delta = 1e-320 (as docs/torch.md says it should), and
     the loader then refused its own file: "not a positive normal float"."""
-    from bandsolve.cli import main
-
     path = tmp_path / "s.npz"
     assert main(["export", "--divergence", "kl", "--delta", "1e-320", "--out", str(path)]) == 0
     assert table.load(path).delta == 1e-320

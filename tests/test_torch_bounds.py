@@ -415,9 +415,6 @@ def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_nump
     failed inside dynamo ("ndarray attribute access"); the default compile hit
     FakeTensor's missing setflags. fullgraph now names the way out, and the
     default compile breaks the graph there and solves eagerly."""
-    torch = pytest.importorskip("torch")
-    import bandsolve.torch as bt
-
     user = bs.Divergence.from_generator("user_chi2", lambda u: (u - 1.0) ** 2)
     logp = torch.log(torch.linspace(0.01, 0.99, 16, dtype=torch.float64))
     eager = bt.band_from_logp(logp, 0.05, user)
@@ -429,3 +426,11 @@ def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_nump
     lenient = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user))
     for got, want in zip(lenient(logp), eager):
         assert torch.equal(got, want)
+
+
+def test_regression_user_divergence_through_torch_on_a_large_batch(readme_kl):
+    logp = -np.geomspace(1e-8, 30, 100_000)
+    lower, upper = bt.band_from_logp(torch.from_numpy(logp), 0.05, readme_kl)
+    ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, "kl")
+    assert reference.relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
+    assert reference.relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9

@@ -453,3 +453,36 @@ def test_user_divergence_name_must_be_a_string(name):
     and a table saved under the name 42 would not reload."""
     with pytest.raises(TypeError, match="name must be a non-empty string"):
         bs.Divergence.from_generator(name, lambda u: (u - 1.0) ** 2)
+
+
+@pytest.mark.parametrize("delta", [1e-8, 1e-4, 0.05, 1.0, 10.0])
+def test_regression_user_divergence_converges_on_a_large_batch(delta, readme_kl):
+    """The README example raised BandSolveError for 119 of 100,000 bounds: its
+    central-difference f' was taken with a step fixed in absolute terms, far
+    too coarse for u ~ 1e-7, and Newton oscillated without end."""
+    logp = -np.geomspace(1e-8, 30, 100_000)
+    lower, upper = bs.band_from_logp(logp, delta, readme_kl)
+    # The built-in kl is the same divergence, checked against mpmath in
+    # test_accuracy; here the user's formula u - 1 - log u (which cancels near
+    # u = 1) limits agreement to what it keeps: 1e-9 of the band's scale.
+    ref_lower, ref_upper = bs.band_from_logp(logp, delta, "kl")
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9
+    # and an independent check at a sample of points, against mpmath itself
+    for i in np.linspace(0, logp.size - 1, 12).astype(int):
+        for side, value in (("lower", lower[i]), ("upper", upper[i])):
+            truth = ref.bound("kl", float(logp[i]), delta, side, from_logp=True)[0]
+            assert ref.relative_to_band(value, float(truth)) <= 1e-9, (logp[i], side)
+
+
+def test_regression_user_derivative_that_is_wrong_by_half_still_converges():
+    """A df that is off by a factor 2 makes plain Newton oscillate for ever;
+    the bisection safeguard must still converge to the root of g itself."""
+    wrong = bs.Divergence.from_generator(
+        "kl_with_half_slope", lambda u: u - 1 - math.log(u) if u > 0 else math.inf,
+        df=lambda u: 0.5 * (1.0 - 1.0 / u))
+    p = np.geomspace(1e-6, 1 - 1e-6, 40_000)
+    lower, upper = bs.band(p, 0.05, wrong)
+    ref_lower, ref_upper = bs.band(p, 0.05, "kl")
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9
