@@ -164,7 +164,7 @@ def binary_divergence(p: ArrayLike, r: ArrayLike,
     Accuracy
     --------
     For the built-in divergences, within 4e-15 relative of g at the float64
-    inputs taken exactly (measured worst 8.5e-16, tests/test_regressions_core.py),
+    inputs taken exactly (measured worst 8.5e-16, tests/test_accuracy_edges.py),
     also where r lies within an ulp of 1/p: the remaining mass 1 - p r is
     formed with one rounding, never as a difference of rounded terms.
 

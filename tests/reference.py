@@ -127,3 +127,16 @@ def error_ratio(value: float, r_true) -> float:
         return 0.0 if value == float("inf") else float("inf")
     with mp.workdps(DPS):
         return float(abs(mp.mpf(value) - r_true)) / tolerance(r_true)
+
+
+def relative_to_band(value, truth):
+    """|value - truth| / max(min(truth, |truth - 1|), 4 eps max(truth, 1) / 1e-9):
+    the error in the band's own scale, with the tolerance's absolute floor, so
+    that <= 1e-9 reads max(1e-9 min(r, |r - 1|), 4 eps max(r, 1)). Elementwise,
+    for comparing whole float64 batches with each other."""
+    import numpy as np
+
+    value = np.asarray(value, dtype=float)
+    truth = np.asarray(truth, dtype=float)
+    floor = 4 * EPS * np.maximum(truth, 1.0) / 1e-9
+    return np.abs(value - truth) / np.maximum(np.minimum(truth, np.abs(truth - 1.0)), floor)

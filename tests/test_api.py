@@ -270,7 +270,8 @@ def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
     status), and band(on_failure="nan") returns NaN there instead of raising.
     alpha:3 written by a user (no log-domain form, unlike the built-in since
     issue 18.5) at p = 1e-300, delta = 1e300 overflows g next to its upper
-    bound (test_regressions); p = 0.3 beside it is unaffected."""
+    bound (test_accuracy.py::test_regression_overflowing_g_raises_instead_of_a_wrong_bound);
+    p = 0.3 beside it is unaffected."""
     user = bs.Divergence.from_generator("user_alpha_3", lambda u: (u**3 - 1 - 3 * (u - 1)) / 6)
     p = np.array([0.3, 1e-300])
     with pytest.raises(bs.BandSolveError, match="overflows float64"):
@@ -285,3 +286,48 @@ def test_on_failure_nan_returns_nan_only_where_a_bound_failed():
     assert np.isnan(upper[1]) and upper[0] == float(alone[1])
     with pytest.raises(ValueError, match="on_failure must be 'raise' or 'nan'"):
         bs.band(p, 0.1, on_failure="ignore")
+
+
+@pytest.mark.parametrize("name", ["alpha:2_0", "alpha:0_5", "alpha:1_000"])
+def test_alpha_parameter_with_underscores_is_refused_not_read_as_another_number(name):
+    """float() reads "2_0" as 20, so "alpha:2_0" silently gave the band of
+    alpha = 20 (upper 1.64 at p = 0.01, delta 0.5, where alpha:2 gives 10.9)."""
+    with pytest.raises(ValueError, match="underscores"):
+        bs.band(0.01, 0.5, name)
+
+
+@pytest.mark.parametrize("name", ["alpha:1e200", "alpha:1e13", "alpha:-1e20"])
+def test_alpha_parameter_beyond_the_verified_range_is_refused_up_front(name):
+    """alpha:1e200 was parsed, then the root finder "did not converge" with a
+    message about user generators; alpha:1e20 raised "+inf next to the bound"."""
+    with pytest.raises(ValueError, match=r"\|a\| <= 1e\+12"):
+        bs.band(0.5, 0.05, name)
+
+
+def test_alpha_parameter_at_the_edge_of_the_range_is_accepted():
+    lower, upper = bs.band(np.array([1e-6, 0.5]), 0.05, "alpha:1e12")
+    assert np.all((0 <= lower) & (lower <= 1) & (1 <= upper))
+
+
+def test_longdouble_delta_below_float64_range_names_the_cause_not_zero():
+    # "delta must be positive: got 0.0" for a positive 1e-4000
+    tiny = np.longdouble("1e-4000")
+    if tiny == 0:
+        pytest.skip("longdouble is float64 on this platform")
+    with pytest.raises(ValueError, match="below float64's range"):
+        bs.band(0.5, tiny)
+
+
+def test_max_ratio_beyond_float64_is_no_cap_not_an_overflow_error():
+    # max_ratio=10**400 raised a raw OverflowError
+    assert bs.band(1e-3, 0.05, max_ratio=10**400)[1] == bs.band(1e-3, 0.05)[1]
+    with pytest.raises(ValueError, match="max_ratio"):
+        bs.band(0.5, 0.05, max_ratio=-10**400)
+
+
+@pytest.mark.parametrize("argument", ["p", "delta"])
+def test_numpy_masked_array_is_refused_not_its_mask_ignored(argument):
+    masked = np.ma.masked_array([0.5, 2.0], mask=[False, True])
+    args = {"p": 0.5, "delta": 0.05, argument: masked}
+    with pytest.raises(TypeError, match="masked array"):
+        bs.band(args["p"], args["delta"])

@@ -116,3 +116,64 @@ def test_out_naming_an_existing_file_is_a_clean_error(command, tmp_path, capsys)
     err = capsys.readouterr().err
     assert "--out" in err and str(taken) in err and "is a file, not a folder" in err
     assert taken.read_text() == "mine"
+
+
+def test_export_into_a_missing_folder_is_a_clean_error(tmp_path, capsys):
+    """`bandsolve export --out nodir/kl.pt` printed torch's raw traceback."""
+    assert main(["export", "--divergence", "kl", "--delta", "0.05",
+                 "--out", str(tmp_path / "nodir" / "kl.pt")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_version_flag_prints_the_version(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith("bandsolve ")
+
+
+def test_cli_bounds_accepts_minus_inf_as_a_log_probability(capsys):
+    # argparse took "-inf" for an option and refused it
+    assert main(["bounds", "--logp", "-inf", "-0.5"]) == 0
+    rows = capsys.readouterr().out.splitlines()[3:]
+    assert rows[0].split()[:3] == ["0", "0", "inf"]
+
+
+def test_cli_bounds_p_zero_row_prints_no_negative_zero(capsys):
+    assert main(["bounds", "--p", "0", "0.5"]) == 0
+    assert "-0 " not in capsys.readouterr().out + " "
+
+
+@pytest.mark.parametrize("command", [[], ["verify"], ["doctor"]])
+def test_cli_help_shows_no_rest_double_backticks(command):
+    out = subprocess.run([sys.executable, "-m", "bandsolve.cli", *command, "--help"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "``" not in out, out
+
+
+def test_verify_checks_its_output_folder_before_the_sweep(monkeypatch, tmp_path):
+    # --out /proc/x ran the whole sweep before failing
+    from bandsolve import verify
+
+    monkeypatch.setattr(verify, "run", lambda **kw: pytest.fail("the sweep ran"))
+    blocked = tmp_path / "file"
+    blocked.write_text("")
+    assert main(["verify", "--quiet", "--out", str(blocked / "sub")]) == 2
+
+
+def test_regression_cli_reads_negative_log_probabilities_in_exponent_form(capsys):
+    assert main(["bounds", "--logp", "-1e-5", "0", "-1e-320", "-800"]) == 0
+    assert len(capsys.readouterr().out.strip().splitlines()) == 3 + 4
+
+
+def test_regression_cli_reports_solver_errors_without_a_traceback(capsys, monkeypatch):
+    # No built-in input raises BandSolveError any more (alpha:3 at p = 1e-300,
+    # delta = 1e300 did until issue 18.5), so the solver's error is injected.
+    from bandsolve import api
+
+    def unresolved(*args, **kwargs):
+        raise api.BandSolveError("alpha:3: the binary divergence evaluates to +inf")
+
+    monkeypatch.setattr(api, "band", unresolved)
+    assert main(["bounds", "--p", "1e-300", "--delta", "1e300", "--divergence", "alpha:3"]) == 2
+    assert "bandsolve: error:" in capsys.readouterr().err

@@ -238,3 +238,20 @@ def test_tolerances_are_the_divergences_own_unless_overridden():
     custom = verify.Tolerances({"kl": 5e-9}, vocabulary_factor=2.0, vocabulary_floor=0.0)
     assert custom["kl"] == 5e-9 and custom.vocabulary_for("kl") == 1e-8
     assert custom["tv"] == get_divergence("tv").verify_tolerance
+
+
+def test_verify_unsolved_program_is_certified_in_mpmath_or_fails(monkeypatch):
+    # an unverified program used to leave verify at PASS, exit 0
+    def no_solver(self, p, delta, side, estimate):
+        raise convex.ConvexSolveError("every rung ended 'optimal_inaccurate' (forced)")
+
+    monkeypatch.setattr(convex.search.BoundSolver, "solve", no_solver)
+    rows = verify.run(divergences=("kl",), p_values=(0.3,), deltas=(0.05,), sizes=(),
+                      progress=False)
+    assert rows[0].failures and rows[0].mpmath_only == 2 and rows[0].passed
+    true_band = bs.band
+    monkeypatch.setattr(verify.api, "band",
+                        lambda p, d, name, **kw: tuple(b * 1.001 for b in true_band(p, d, name)))
+    rows = verify.run(divergences=("kl",), p_values=(0.3,), deltas=(0.05,), sizes=(),
+                      progress=False)
+    assert rows[0].uncertified == 2 and not rows[0].passed

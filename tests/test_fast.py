@@ -10,6 +10,7 @@ import functools
 import math
 import re
 
+import mpmath as mp
 import numba
 import numpy as np
 import pytest
@@ -325,3 +326,22 @@ def test_band_reuses_its_tables_and_keeps_a_bounded_number():
         bs.band(p, delta, "kl")
     assert len(_solve.BAND_TABLES) == _solve.BAND_TABLES.maxsize
     assert _solve.BAND_TABLES.tables(bs.get_divergence("kl"), 0.05) is not entry
+
+
+def test_fast_path_upper_from_logp_never_exceeds_the_simplex_cap():
+    """band_from_logp on 2^16 elements or more takes the fast path, whose
+    upper bound (saturated or capped) is 1/p with p = exp(log p) rounded: on
+    random log p, about half of kl's saturated bounds exceed e^(-log p)."""
+    rng = np.random.default_rng(3)
+    logp = -np.exp(rng.uniform(-30, 6.5, 1 << 16))
+    _, upper = bs.band_from_logp(logp, 1e300, "kl")
+    mp.mp.dps = 30
+    over = [x for x, u in zip(logp[:2000], upper[:2000])
+            if mp.mpf(float(u)) > mp.exp(-mp.mpf(float(x)))]
+    assert not over, f"{len(over)} of 2000 above e^(-log p), e.g. log p = {over[0]!r}"
+    # and a capped bound is the cap to within the API's 4 eps
+    gaps = [float(1 - mp.mpf(float(u)) / mp.exp(-mp.mpf(float(x))))
+            for x, u in zip(logp[:2000], upper[:2000])]
+    assert min(gaps) >= 0.0
+    near = [g for g in gaps if g < 1e-12]
+    assert near and max(near) <= 4 * 2.0**-52, max(near)

@@ -104,3 +104,26 @@ def test_integer_and_broadcast_inputs():
     np.testing.assert_array_equal(lower[:, 0], 0.0)  # p = 0
     np.testing.assert_array_equal(upper[:, 0], math.inf)
     np.testing.assert_allclose(lower[:, 1], np.exp(-np.array([0.05, 0.5])), rtol=1e-15)
+
+
+def test_regression_read_only_input_is_accepted(tmp_path, readme_kl):
+    """numba rejected read-only arrays (memory maps, np.frombuffer, shared
+    memory) with a TypeError from inside the validation scan."""
+    p = np.array([0.1, 0.5])
+    p.setflags(write=False)
+    lower, upper = bs.band(p, 0.05)
+    expected = bs.band(np.array([0.1, 0.5]), 0.05)
+    np.testing.assert_array_equal(lower, expected[0])
+    np.testing.assert_array_equal(upper, expected[1])
+
+    path = tmp_path / "logp.npy"
+    np.save(path, np.log(np.linspace(0.01, 1.0, 50_000)))
+    mapped = np.load(path, mmap_mode="r")
+    delta = np.frombuffer(np.full(50_000, 0.05).tobytes())  # read-only too
+    for div in ("kl", "tv", readme_kl):
+        lower, upper = bs.band_from_logp(mapped, delta, div)
+        ref_lower, ref_upper = bs.band_from_logp(np.array(mapped), np.array(delta), div)
+        np.testing.assert_array_equal(lower, ref_lower)
+        np.testing.assert_array_equal(upper, ref_upper)
+    r = np.frombuffer(np.array([0.5, 1.0, 2.0]).tobytes())
+    assert np.isfinite(bs.binary_divergence(np.frombuffer(np.array([0.3] * 3).tobytes()), r)).all()

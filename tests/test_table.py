@@ -145,3 +145,67 @@ def test_numpy_table_evaluation_is_the_device_code_to_rounding_in_float64(diverg
         exact = ~np.isfinite(e) | (e == 0.0) | (e == 1.0)
         np.testing.assert_array_equal(g[exact], e[exact])
         assert np.all(np.abs(g - e)[~exact] <= 8 * np.finfo(float).eps * np.maximum(e, 1.0)[~exact])
+
+
+@pytest.mark.parametrize("call", ["save", "evaluate_numpy", "to_arrays"])
+def test_table_functions_given_a_non_table_raise_type_error_not_attribute_error(call, tmp_path):
+    """table.save(None, path) and table.evaluate_numpy(None, logp) raised
+    AttributeError ('NoneType' object has no attribute 'divergence')."""
+    calls = {"save": lambda: table.save(None, tmp_path / "t.npz"),
+             "evaluate_numpy": lambda: table.evaluate_numpy({"lower": 1}, np.array([-0.1])),
+             "to_arrays": lambda: table.to_arrays("kl")}
+    with pytest.raises(TypeError, match="must be a BandTableData"):
+        calls[call]()
+    assert not (tmp_path / "t.npz").exists()
+
+
+@pytest.mark.parametrize("logp", [np.nan, 0.5, np.inf])
+def test_table_evaluate_numpy_refuses_invalid_logp_instead_of_nan(logp):
+    """evaluate_numpy raised IndexError (index -2^63) for NaN, 0.5 and +inf;
+    then it returned NaN bounds. It refuses them as band_from_logp does."""
+    built = table.build("kl", 0.05)
+    with pytest.raises(ValueError, match="logp"):
+        table.evaluate_numpy(built, np.array([logp]))
+
+
+def test_exported_subnormal_delta_table_loads(tmp_path):
+    """export accepted delta = 1e-320 (as docs/torch.md says it should), and
+    the loader then refused its own file: "not a positive normal float"."""
+    path = tmp_path / "s.npz"
+    assert main(["export", "--divergence", "kl", "--delta", "1e-320", "--out", str(path)]) == 0
+    assert table.load(path).delta == 1e-320
+
+
+@pytest.mark.parametrize("logp", [-5e-324, -1e-310, -1e-301])
+def test_float64_table_refuses_logp_beyond_its_certified_range(logp):
+    """A float64 table at log p = -5e-324 (1 - p subnormal) gave 0.98646455 for
+    rkl at delta 10 where the band is 0.98647084 (6e6 times its certificate),
+    silently: it extrapolated past 1 - p = 1e-300. Readers and the validated
+    torch table now refuse such inputs; band_from_logp solves them."""
+    built = table.build("rkl", 10.0)
+    with pytest.raises(ValueError, match="within 1e-300 of 0"):
+        table.evaluate_numpy(built, np.array([-0.5, logp]))
+    torch = pytest.importorskip("torch")
+    import bandsolve.torch as bt
+
+    device_table = bt.BandTable.build("rkl", 10.0)
+    with pytest.raises(ValueError, match="within 1e-300 of 0"):
+        device_table(torch.tensor([logp], dtype=torch.float64))
+    lower, _ = bt.band_from_logp(torch.tensor([logp], dtype=torch.float64), 10.0, "rkl")
+    assert float(lower) == float(bs.band_from_logp(logp, 10.0, "rkl")[0])
+
+
+def test_table_at_p_one_and_at_the_range_edge_is_still_evaluated():
+    built = table.build("rkl", 10.0)
+    lower, upper = table.evaluate_numpy(built, np.array([0.0, -1e-300, -0.0]))
+    assert np.all(np.isfinite(lower)) and np.all(upper >= 1.0)
+
+
+def test_export_refuses_a_table_bandsolve_torch_would_refuse(tmp_path, capsys):
+    # export wrote tables whose certificate the torch functions refuse (kl at
+    # delta = 1e-100: rtol 1.4e10); a subnormal delta is certified (its band is
+    # 1 to within 1e-12) and both accept it, as docs/torch.md now says
+    assert main(["export", "--delta", "1e-100", "--out", str(tmp_path / "t.npz")]) == 2
+    assert "float32 promise" in capsys.readouterr().err
+    assert not (tmp_path / "t.npz").exists()
+    assert main(["export", "--delta", "1e-320", "--out", str(tmp_path / "s.npz")]) == 0

@@ -408,3 +408,29 @@ def test_eager_table_paths_refuse_a_delta_their_table_cannot_certify():
     lower, upper = bt.band_from_logp(logp.double(), 1e-100, "kl")
     expected = bs.band_from_logp(logp.double().numpy(), 1e-100, "kl")
     np.testing.assert_array_equal(upper.numpy(), expected[1])
+
+
+def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_numpy():
+    """torch.compile(fullgraph=True) over band_from_logp with a user Divergence
+    failed inside dynamo ("ndarray attribute access"); the default compile hit
+    FakeTensor's missing setflags. fullgraph now names the way out, and the
+    default compile breaks the graph there and solves eagerly."""
+    user = bs.Divergence.from_generator("user_chi2", lambda u: (u - 1.0) ** 2)
+    logp = torch.log(torch.linspace(0.01, 0.99, 16, dtype=torch.float64))
+    eager = bt.band_from_logp(logp, 0.05, user)
+    torch._dynamo.reset()
+    strict = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user), fullgraph=True)
+    with pytest.raises(Exception, match="runs eagerly only"):
+        strict(logp)
+    torch._dynamo.reset()
+    lenient = torch.compile(lambda lp: bt.band_from_logp(lp, 0.05, user))
+    for got, want in zip(lenient(logp), eager):
+        assert torch.equal(got, want)
+
+
+def test_regression_user_divergence_through_torch_on_a_large_batch(readme_kl):
+    logp = -np.geomspace(1e-8, 30, 100_000)
+    lower, upper = bt.band_from_logp(torch.from_numpy(logp), 0.05, readme_kl)
+    ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, "kl")
+    assert reference.relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
+    assert reference.relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9

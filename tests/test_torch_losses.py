@@ -167,3 +167,35 @@ def test_band_settings_are_refused_when_made_not_at_the_first_step(kwargs, error
 
     with pytest.raises(error, match=match):
         BandSettings(**kwargs)
+
+
+def _loss_batch():
+    torch = pytest.importorskip("torch")
+    g = torch.Generator().manual_seed(0)
+    old = -torch.rand(3, 5, generator=g) * 3
+    return torch, old + 0.1, old, torch.randn(3, 5, generator=g), torch.ones(3, 5)
+
+
+@pytest.mark.parametrize("which", ["int old_log_prob", "numpy log_prob", "int advantages"])
+def test_policy_loss_with_a_wrong_input_type_names_the_argument(which):
+    """An int64 old_log_prob raised torch.finfo's "requires a floating point
+    input type"; a numpy log_prob "all inputs must be on one device (got
+    ['cpu', 'cpu'])"."""
+    torch, new, old, adv, mask = _loss_batch()
+    from bandsolve.torch.losses import policy_loss
+
+    args = {"int old_log_prob": (new, old.long(), adv, mask),
+            "numpy log_prob": (new.numpy(), old, adv, mask),
+            "int advantages": (new, old, adv.long(), mask)}[which]
+    with pytest.raises(TypeError, match=which.split()[1]):
+        policy_loss(*args)
+
+
+@pytest.mark.parametrize("value", ["3", True])
+def test_policy_loss_config_dual_clip_of_the_wrong_type_is_a_type_error(value):
+    """dual_clip="3" raised "'>' not supported between 'str' and 'float'"."""
+    pytest.importorskip("torch")
+    from bandsolve.torch.losses import PolicyLossConfig
+
+    with pytest.raises(TypeError, match="dual_clip must be a number"):
+        PolicyLossConfig(dual_clip=value)

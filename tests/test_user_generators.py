@@ -5,6 +5,7 @@ catches, checked against the mpmath reference (tests/reference.py) with the
 package's tolerance, max(1e-12 min(r, |r - 1|), 4 eps max(r, 1)).
 """
 
+import functools
 import math
 
 import mpmath as mp
@@ -341,3 +342,147 @@ def test_regression_a_large_linear_term_read_as_not_convex():
     got = np.array(bs.band(np.array([0.01, 0.5, 0.9]), 0.01, div))
     want = np.array(bs.band(np.array([0.01, 0.5, 0.9]), 0.01, "hellinger"))
     np.testing.assert_allclose(got, want, rtol=0, atol=1e-6)
+
+
+LINEAR_GENERATORS = {
+    "2 (u - 1)": lambda u: 2.0 * (u - 1.0),
+    "-(u - 1)": lambda u: 1.0 - u,
+    "0": lambda u: 0.0 * u,
+    "1e100 (u - 1)": lambda u: 1e100 * (u - 1.0),
+}
+
+
+@pytest.mark.parametrize("label", sorted(LINEAR_GENERATORS))
+def test_linear_generator_gives_the_trivial_band_not_a_convexity_error(label):
+    """from_generator refused f(u) = 2 (u - 1) as "not convex" (Romberg's
+    f'(1) = 2.0000000000004 left noise that the convexity test read as a
+    kink). A linear f generates the zero divergence, so every ratio the
+    simplex allows, [0, 1/p], is in the band at every delta > 0."""
+    div = bs.Divergence.from_generator("linear", LINEAR_GENERATORS[label])
+    p = np.array([0.0, 1e-300, 1e-5, 0.3, 1 - 1e-12, 1.0])
+    for delta in (5e-324, 1e-6, 0.1, 1e300):
+        lower, upper = bs.band(p, delta, div)
+        assert np.all(lower == 0.0)
+        with np.errstate(divide="ignore"):
+            np.testing.assert_array_equal(upper, 1.0 / p)  # saturated: exactly fl(1/p)
+        lower, upper = bs.band_from_logp(np.array([-1e-300, -0.5, -700.0]), delta, div)
+        assert np.all(lower == 0.0)
+        for x, u in zip((-1e-300, -0.5, -700.0), upper):
+            assert mp.mpf(float(u)) <= mp.exp(-mp.mpf(x)) * (1 + mp.mpf(2) ** -53)
+            assert mp.mpf(float(u)) >= mp.exp(-mp.mpf(x)) * (1 - 4 * mp.mpf(2) ** -52)
+    assert np.all(bs.binary_divergence(0.3, [0.0, 1.0, 1 / 0.3], div) == 0.0)
+
+
+def test_linear_generator_with_a_nonzero_edge_value_is_refused():
+    with pytest.raises(ValueError, match="f is linear"):
+        bs.Divergence.from_generator("linear", lambda u: 2.0 * (u - 1.0), slope_at_infinity=1.0)
+
+
+def test_huge_generator_is_not_read_as_nan_and_gives_the_scaled_chi2_band():
+    """f(u) = 1e100 (u - 1)^2 was refused as "NaN at u = 1.8e224": f'(1) was
+    estimated as 1.6e84 (1 + 1e-3 is inexact, and f's size multiplied the
+    error), and f(u) - f'(1) (u - 1) was inf - inf where both overflowed.
+    It is 1e100 chi2, whose band is 1 +- sqrt(delta 1e-100 (1 - p) / p)."""
+    div = bs.Divergence.from_generator("big_chi2", lambda u: 1e100 * (u - 1.0) ** 2)
+    assert div.slope_at_infinity == math.inf and div.f_at_zero == 1e100
+    p = np.array([1e-200, 1e-5, 0.3, 0.9, 1 - 1e-9])
+    mp.mp.dps = 40
+    for delta in (1e99, 1e100, 1e102):
+        lower, upper = bs.band(p, delta, div)
+        for pi, lo, up in zip(p, lower, upper):
+            pm = mp.mpf(float(pi))
+            s = mp.sqrt(mp.mpf(delta) / mp.mpf(10) ** 100 * (1 - pm) / pm)
+            for got, want in ((lo, max(1 - s, 0)), (up, min(1 + s, 1 / pm))):
+                assert abs(got - want) <= 1e-12 * max(want, 1), (delta, pi, got, want)
+
+
+def test_huge_generator_that_overflows_at_the_root_is_a_clear_error():
+    """Where f itself overflows float64 next to the root (1e100 (u - 1)^2 at
+    u = 1e150), the solver names the overflow, never returns NaN."""
+    div = bs.Divergence.from_generator("big_chi2", lambda u: 1e100 * (u - 1.0) ** 2)
+    with pytest.raises(bs.BandSolveError, match="overflows float64"):
+        bs.band(1e-300, 1e99, div)
+
+
+@functools.cache
+def _hand_rkl(with_df: bool):
+    return bs.Divergence.from_generator(
+        "hand_rkl", lambda u: u * math.log(u) - u + 1.0 if u > 0.0 else 1.0,
+        df=(lambda u: math.log(u)) if with_df else None)
+
+
+@pytest.mark.parametrize("with_df", [True, False])
+@pytest.mark.parametrize("delta", [1e-3, 0.1, 10.0, 100.0])
+def test_hand_written_rkl_answers_where_one_minus_p_is_subnormal(with_df, delta):
+    """A hand-written rkl (f = u log u - u + 1) raised BandSolveError ("+inf
+    next to the bounds") at log p = -1e-310, where the built-in answers:
+    v f(1/v) at v below 1e-305 needs f past float64 (u log u overflows beyond
+    u = 2.6e305). The conjugate now continues as its certified quadratic in
+    log v there (exact for u log u), and the bound meets mpmath's."""
+    logp = np.array([-5e-324, -1e-315, -1e-310, -3e-308, -1e-306])
+    lower, upper = bs.band_from_logp(logp, delta, _hand_rkl(with_df))
+    for x, lo in zip(logp, lower):
+        truth, _ = ref.bound("rkl", float(x), delta, "lower", from_logp=True)
+        assert ref.error_ratio(float(lo), truth) <= 1.0, (x, lo)
+    assert np.all(upper == 1.0)
+
+
+def test_generator_whose_conjugate_tail_is_not_quadratic_is_still_refused_clearly():
+    """alpha = 1.001 written by hand: v f(1/v) ~ v^-0.001 / 0.001 has no
+    certified quadratic tail in log v, so 1 - p subnormal stays a clear
+    BandSolveError naming the overflow, never a NaN or a guess."""
+    a = 1.001
+    div = bs.Divergence.from_generator("hand_alpha", lambda u: (u**a - 1 - a * (u - 1)) / (a * (a - 1)))
+    with pytest.raises(bs.BandSolveError, match="overflows float64"):
+        bs.band_from_logp(-1e-310, 0.1, div)
+
+
+@pytest.mark.parametrize("field, value", [("f_at_zero", "1"), ("slope_at_infinity", True),
+                                          ("curvature_at_one", "x"), ("f_at_zero", [1.0])])
+def test_edge_value_of_the_wrong_type_is_a_type_error(field, value):
+    """f_at_zero="1" and slope_at_infinity=True were read as 1.0 (a bool is
+    refused as a number everywhere else), curvature_at_one="x" raised float()'s
+    ValueError."""
+    with pytest.raises(TypeError, match=f"{field} of 'x' must be a real number"):
+        bs.Divergence.from_generator("x", lambda u: (u - 1.0) ** 2, **{field: value})
+
+
+@pytest.mark.parametrize("name", [None, 42, ""])
+def test_user_divergence_name_must_be_a_string(name):
+    """from_generator(None, f) was accepted; the torch adapter then refused it,
+    and a table saved under the name 42 would not reload."""
+    with pytest.raises(TypeError, match="name must be a non-empty string"):
+        bs.Divergence.from_generator(name, lambda u: (u - 1.0) ** 2)
+
+
+@pytest.mark.parametrize("delta", [1e-8, 1e-4, 0.05, 1.0, 10.0])
+def test_regression_user_divergence_converges_on_a_large_batch(delta, readme_kl):
+    """The README example raised BandSolveError for 119 of 100,000 bounds: its
+    central-difference f' was taken with a step fixed in absolute terms, far
+    too coarse for u ~ 1e-7, and Newton oscillated without end."""
+    logp = -np.geomspace(1e-8, 30, 100_000)
+    lower, upper = bs.band_from_logp(logp, delta, readme_kl)
+    # The built-in kl is the same divergence, checked against mpmath in
+    # test_accuracy; here the user's formula u - 1 - log u (which cancels near
+    # u = 1) limits agreement to what it keeps: 1e-9 of the band's scale.
+    ref_lower, ref_upper = bs.band_from_logp(logp, delta, "kl")
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9
+    # and an independent check at a sample of points, against mpmath itself
+    for i in np.linspace(0, logp.size - 1, 12).astype(int):
+        for side, value in (("lower", lower[i]), ("upper", upper[i])):
+            truth = ref.bound("kl", float(logp[i]), delta, side, from_logp=True)[0]
+            assert ref.relative_to_band(value, float(truth)) <= 1e-9, (logp[i], side)
+
+
+def test_regression_user_derivative_that_is_wrong_by_half_still_converges():
+    """A df that is off by a factor 2 makes plain Newton oscillate for ever;
+    the bisection safeguard must still converge to the root of g itself."""
+    wrong = bs.Divergence.from_generator(
+        "kl_with_half_slope", lambda u: u - 1 - math.log(u) if u > 0 else math.inf,
+        df=lambda u: 0.5 * (1.0 - 1.0 / u))
+    p = np.geomspace(1e-6, 1 - 1e-6, 40_000)
+    lower, upper = bs.band(p, 0.05, wrong)
+    ref_lower, ref_upper = bs.band(p, 0.05, "kl")
+    assert ref.relative_to_band(lower, ref_lower).max() <= 1e-9
+    assert ref.relative_to_band(upper, ref_upper).max() <= 1e-9

@@ -1,4 +1,6 @@
-"""Regressions of issue 18 in the numpy core, each named after its break.
+"""float64 accuracy of the numpy core at the edges of the simplex and of
+float64: next to p = 1, 1 - p subnormal, alpha with |a| huge or next to 1,
+false overflows at huge delta (issue 18), each test named after its break.
 
 Every expected value comes from the independent mpmath reference
 (tests/reference.py, 60+ digits) or from mpmath directly, never from the
