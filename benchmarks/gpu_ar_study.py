@@ -160,11 +160,16 @@ class ReplicaTransformer(torch.nn.Module):
         D = self.embed.shape[-1]
         index = torch.arange(R, device=tokens.device)[:, None, None]
         h = self.embed[index, tokens] + self.position[:, None, :T]
+        causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
         for qkv, out, up, down in zip(self.qkv, self.attn_out, self.mlp_in, self.mlp_out):
             q, k, v = (F.layer_norm(h, (D,)) @ qkv[:, None]).chunk(3, -1)
-            q, k, v = (x.reshape(R * B, T, self.heads, -1).transpose(1, 2) for x in (q, k, v))
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            h = h + a.transpose(1, 2).reshape(R, B, T, D) @ out[:, None]
+            # written out, not scaled_dot_product_attention: a few positions but up to
+            # 2**18 sequences, more than some fused kernels' grids take
+            q, k, v = (x.reshape(R, B, T, self.heads, -1).transpose(2, 3) for x in (q, k, v))
+            scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+            scores = scores.masked_fill(causal, -math.inf)
+            a = torch.softmax(scores, -1) @ v  # (R, B, heads, T, head width)
+            h = h + a.transpose(2, 3).reshape(R, B, T, D) @ out[:, None]
             h = h + F.gelu(F.layer_norm(h, (D,)) @ up[:, None]) @ down[:, None]
         return F.layer_norm(h, (D,)) @ self.head[:, None]
 

@@ -66,7 +66,9 @@ def test_the_exact_metrics_match_a_brute_force_enumeration_of_every_answer():
             batch = seq.expand(R, -1, -1)
             with torch.no_grad():
                 logp = torch.log_softmax(model(batch)[r], -1).double().numpy()
-            np.testing.assert_allclose(np.exp(logp[0, P - 1]), p1[r, c], atol=1e-5)
+            # causal: the first token's distribution does not see the first token
+            np.testing.assert_allclose(np.exp(logp[:, P - 1]), np.broadcast_to(p1[r, c], (V, V)),
+                                       atol=1e-5)
             np.testing.assert_allclose(np.exp(logp[:, P]), p2[r, c], atol=1e-5)
             joint = np.array([[p1[r, c, a] * p2[r, c, a, b] for b in range(V)] for a in range(V)])
             assert math.isclose(joint.sum(), 1.0, abs_tol=1e-6)  # float32 logits
