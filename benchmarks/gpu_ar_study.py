@@ -65,7 +65,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from bandsolve._files import atomic_write
+from bandsolve._files import atomic_write, output_folder
 from bandsolve.analysis.ar_study import (
     BANDS,
     BASE_RULES,
@@ -402,8 +402,7 @@ def run(config: GpuARConfig, out: str, log=print) -> dict:
     """Pilot, study, the per-step CSV ``out`` and its summary; returns the
     summary as a dict (the verdict, the tests, the matched deltas, timings)."""
     study = config.study
-    folder = os.path.dirname(os.path.abspath(out))
-    os.makedirs(folder, exist_ok=True)
+    output_folder(os.path.dirname(os.path.abspath(out)), "--out's folder")
     rows = _Rows(out)
     t0 = time.perf_counter()
     summary: list[tuple] = []
@@ -459,6 +458,8 @@ def run(config: GpuARConfig, out: str, log=print) -> dict:
     summary += [("verdict", outcome[0], "; ".join(outcome[2]) or "every test held"),
                 ("run", "device", str(torch.cuda.get_device_name()
                                       if config.device.startswith("cuda") else "cpu")),
+                ("run", "torch", torch.__version__),
+                ("run", "date", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())),
                 ("run", "seconds", f"{seconds:.1f}"), ("run", "seeds", str(study.seeds))]
     with atomic_write(_summary_path(out), newline="") as fh:
         writer = csv.writer(fh)

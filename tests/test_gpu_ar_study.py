@@ -155,3 +155,10 @@ def test_the_cli_refuses_cuda_without_a_device(tmp_path):
         pytest.skip("a CUDA device is present")
     with pytest.raises(SystemExit):
         gar.main(["--out", str(tmp_path / "x.csv")])
+
+
+def test_an_out_under_a_file_is_refused_before_any_work(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(NotADirectoryError, match="a-file"):
+        gar.run(gar.tiny_config(), str(blocker / "x.csv"), log=lambda *_: None)
