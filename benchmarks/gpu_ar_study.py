@@ -133,6 +133,13 @@ def tiny_config() -> GpuARConfig:
                                           sft_lr=1e-2), device="cpu")
 
 
+def _linear(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    """(replicas, ..., in) @ (replicas, in, out): one batched matmul over the
+    replicas (``x @ weight[:, None]`` would copy the weight once per sequence)."""
+    return torch.bmm(x.reshape(x.shape[0], -1, x.shape[-1]), weight).reshape(
+        *x.shape[:-1], weight.shape[-1])
+
+
 class ReplicaTransformer(torch.nn.Module):
     """``replicas`` independent pre-norm causal transformers as one module:
     every weight has a leading replica axis, and replica ``r`` reads only its
@@ -167,16 +174,16 @@ class ReplicaTransformer(torch.nn.Module):
         h = self.embed[index, tokens] + self.position[:, None, :T]
         causal = torch.ones(T, T, dtype=torch.bool, device=tokens.device).triu(1)
         for qkv, out, up, down in zip(self.qkv, self.attn_out, self.mlp_in, self.mlp_out):
-            q, k, v = (F.layer_norm(h, (D,)) @ qkv[:, None]).chunk(3, -1)
+            q, k, v = _linear(F.layer_norm(h, (D,)), qkv).chunk(3, -1)
             # written out, not scaled_dot_product_attention: a few positions but up to
             # 2**18 sequences, more than some fused kernels' grids take
             q, k, v = (x.reshape(R, B, T, self.heads, -1).transpose(2, 3) for x in (q, k, v))
             scores = (q @ k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
             scores = scores.masked_fill(causal, -math.inf)
             a = torch.softmax(scores, -1) @ v  # (R, B, heads, T, head width)
-            h = h + a.transpose(2, 3).reshape(R, B, T, D) @ out[:, None]
-            h = h + F.gelu(F.layer_norm(h, (D,)) @ up[:, None]) @ down[:, None]
-        return F.layer_norm(h, (D,)) @ self.head[:, None]
+            h = h + _linear(a.transpose(2, 3).reshape(R, B, T, D), out)
+            h = h + _linear(F.gelu(_linear(F.layer_norm(h, (D,)), up)), down)
+        return _linear(F.layer_norm(h, (D,)), self.head)
 
     def tile(self, times: int) -> ReplicaTransformer:
         """A copy with every replica repeated ``times`` times, block after block
