@@ -20,6 +20,11 @@ written row by row as it goes, so a run cut short keeps what finished.
 
 Rows: part, name, dtype, tokens, ms (median of the repeats) or the study's
 summary numbers.
+
+This script runs no RL on the GPU. The autoregressive study of issue 30
+(GRPO under Adam on a randomly initialised small transformer, with the
+tabular study's rules, Holm family and verdict) is
+``benchmarks/gpu_ar_study.py``; see docs/reproduce.md.
 """
 
 from __future__ import annotations
