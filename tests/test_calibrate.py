@@ -259,3 +259,15 @@ def test_regression_shapes_must_match_not_only_sizes():
 def test_cli_target_without_logp_names_the_missing_input(capsys):
     assert main(["calibrate", "--target", "mean_change"]) == 2
     assert "takes logp" in capsys.readouterr().err
+
+
+def test_cli_logp_given_a_number_not_a_file_says_it_wants_a_file(tmp_path, capsys,
+                                                                  monkeypatch):
+    # `bounds --logp` takes numbers; `calibrate --logp 0.5` once answered "0.5 not found"
+    monkeypatch.chdir(tmp_path)
+    assert main(["calibrate", "--match-clip", "0.2", "--logp", "-0.5"]) == 2
+    err = capsys.readouterr().err
+    assert "--logp -0.5: no such file" in err and "--at-p" in err
+    np.save(tmp_path / "old.npy", np.array([-0.5, -2.0]))
+    assert main(["calibrate", "--logp", "old.npy", "--new-logp", "missing.txt"]) == 2
+    assert "--new-logp missing.txt: no such file" in capsys.readouterr().err

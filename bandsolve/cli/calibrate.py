@@ -18,10 +18,17 @@ from . import COMMANDS, builtin_divergences
 TARGETS = ("width", "mean_change", "mean_divergence", "clip_fraction")
 
 
-def _load_sample(path: str):
+def _load_sample(path: str, option: str):
     """A .npy file (no pickles), or text with one number per entry."""
+    import os
+
     import numpy as np
 
+    if not os.path.exists(path):
+        # unlike `bounds --logp`, which takes numbers: say what this option wants
+        raise ValueError(f"{option} {path}: no such file; {option} takes a .npy or text "
+                         "file of log-probabilities, one per token (for the width at "
+                         "one probability, use --at-p)")
     if path.endswith(".npy"):
         return np.load(path, allow_pickle=False)
     with warnings.catch_warnings():
@@ -59,8 +66,8 @@ def _run(args: argparse.Namespace) -> None:
 
     from ..calibrate import table
 
-    logp = _load_sample(args.logp) if args.logp else None
-    new_logp = _load_sample(args.new_logp) if args.new_logp else None
+    logp = _load_sample(args.logp, "--logp") if args.logp else None
+    new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
     width = args.target in (None, "width")
     at_p = args.at_p if args.at_p is not None or logp is not None or not width else 0.5
     rows = table(args.divergence, clip=args.match_clip, clip_high=args.clip_high, at_p=at_p,
