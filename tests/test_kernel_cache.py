@@ -119,6 +119,8 @@ def test_a_damaged_cache_entry_warns_once_recompiles_and_heals(warm_cache, tmp_p
     warned = _warnings(err)
     assert len(warned) == 1, err[-3000:]
     assert victim in warned[0] and "Cache folder: " + os.path.dirname(victim) in warned[0]
+    # it names the caller's line (here the -c script's), not bandsolve's or numba's
+    assert warned[0].startswith("<string>:"), warned[0]
 
     # healed: the next process warns of nothing and compiles nothing
     out, err = _run(cache, debug=True)
@@ -175,4 +177,5 @@ def test_an_unusable_numba_cache_dir_is_said_not_passed_over(tmp_path):
     _check_numbers(out)
     warned = _warnings(err)
     assert len(warned) == 1 and "NUMBA_CACHE_DIR" in warned[0] and "not a folder" in warned[0]
+    assert warned[0].startswith("<string>:"), warned[0]
     assert list((tmp_path / "xdg" / "numba").rglob("*.nbi"))

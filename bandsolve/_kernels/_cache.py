@@ -29,12 +29,15 @@ module expects, and the kernel then caches as plain numba does.
 from __future__ import annotations
 
 import contextlib
+import functools
 import glob
 import hashlib
+import importlib
 import io
 import os
 import pickle
 import shutil
+import sys
 import warnings
 from typing import Any
 
@@ -220,7 +223,8 @@ if _caching is not None:
             DISCARDED.append(where)
             warnings.warn(f"bandsolve: the compiled-kernel cache entry {where} could not be "
                           f"loaded ({reason}); discarded it and compiled the kernel again. "
-                          f"Cache folder: {self._cache_path}", KernelCacheWarning, stacklevel=2)
+                          f"Cache folder: {self._cache_path}", KernelCacheWarning,
+                          stacklevel=_caller_outside())
 
         def _not_saved(self, exc: Exception) -> None:
             reason = getattr(exc, "strerror", None) or f"{type(exc).__name__}: {exc}"
@@ -241,7 +245,28 @@ DISCARDED: list[str] = []
 def _warn_once(message: str) -> None:
     if message not in _WARNED:
         _WARNED.add(message)
-        warnings.warn(message, KernelCacheWarning, stacklevel=3)
+        warnings.warn(message, KernelCacheWarning, stacklevel=_caller_outside())
+
+
+#: the frames a warning passes over: this package and the machinery below it
+#: (numba warns from deep inside its dispatcher; a kernel may compile as its
+#: module is imported)
+_INTERNAL = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep,
+             os.path.dirname(numba.__file__) + os.sep, os.path.dirname(importlib.__file__),
+             contextlib.__file__, functools.__file__, "<frozen importlib")
+
+
+def _caller_outside() -> int:
+    """The ``stacklevel`` of the first frame outside bandsolve and numba, so
+    that a warning names the user's line, not this module's."""
+    frame, level = sys._getframe(2), 2  # level 1 is the function that warns
+    while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
+        # warnings.warn itself passes over importlib's bootstrap frames uncounted
+        if not ("importlib" in frame.f_code.co_filename
+                and "_bootstrap" in frame.f_code.co_filename):
+            level += 1
+        frame = frame.f_back
+    return level
 
 
 def kernel_cache(py_func):
