@@ -6,6 +6,8 @@ on POSIX and Windows within one folder). A process killed at any moment leaves
 either the old file, whole, or the new one, whole; never an empty or a torn
 file. The rename keeps the permissions a plain ``open(path, "w")`` would have
 given (the old file's, or the umask's), not the temporary file's private ones.
+A temporary file is named after its writer (host and process id); the next
+write of the same file removes those whose writer was killed.
 
 :func:`output_folder` makes a folder the user named for output, or says in
 plain words why it cannot (a file is in the way, no permission), before any
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import stat
 import uuid
 from collections.abc import Iterator
@@ -51,12 +54,48 @@ def _cannot_write(exc: OSError, what: str, folder: str) -> OSError:
     return named
 
 
+def _writer_tag() -> str:
+    """This writer, as its temporary files name it: host and process id, so
+    that a later writer can tell a dead one's leftovers from a live one's."""
+    host = "".join(c if c.isalnum() or c == "-" else "_" for c in socket.gethostname())
+    return f"{host or 'host'}-{os.getpid()}"
+
+
 def _create_temporary(target: str) -> tuple[int, str]:
     """A new, empty file beside ``target``, with the mode 0o666 less the
     umask that open(path, "w") would give it; the raw OSError otherwise."""
-    temporary = os.path.join(os.path.dirname(target),
-                             f".{os.path.basename(target)}.{uuid.uuid4().hex[:12]}.part")
+    temporary = os.path.join(
+        os.path.dirname(target),
+        f".{os.path.basename(target)}.{_writer_tag()}.{uuid.uuid4().hex[:12]}.part")
     return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), temporary
+
+
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, but another user's
+        return False
+    return False
+
+
+def _remove_dead_writers_parts(target: str) -> None:
+    """Delete the temporary files of ``target`` that a killed writer left:
+    those of a process on this host that no longer runs. Another host's,
+    or a live process's, are left alone (it may still be writing)."""
+    folder, name = os.path.split(target)
+    host = _writer_tag().rsplit("-", 1)[0]
+    prefix = f".{name}.{host}-"
+    try:
+        entries = [e for e in os.listdir(folder) if e.startswith(prefix) and e.endswith(".part")]
+    except OSError:
+        return
+    for entry in entries:
+        pid = entry[len(prefix):].split(".", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _process_is_gone(int(pid)):
+            with contextlib.suppress(OSError):
+                os.unlink(os.path.join(folder, entry))
 
 
 def check_writable_folder(folder: str | os.PathLike, what: str) -> None:
@@ -116,6 +155,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
             os.unlink(temporary)
         raise
     _sync_folder(os.path.dirname(target))
+    _remove_dead_writers_parts(target)
 
 
 def output_folder(path: str | os.PathLike, option: str = "--out") -> str:

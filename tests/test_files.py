@@ -291,3 +291,33 @@ def test_a_table_destination_below_a_file_or_at_a_folder_says_so(tmp_path):
         table.check_destination(tmp_path / "afile" / "x.npz")
     with pytest.raises(IsADirectoryError, match="it is a folder"):  # no suffix: not "format ''"
         table.check_destination(tmp_path)
+
+
+def test_the_parts_a_killed_writer_left_are_removed_by_the_next_write(tmp_path):
+    """A writer killed mid-write left its hidden .part file for good."""
+    from bandsolve._files import _writer_tag, atomic_write
+
+    host = _writer_tag().rsplit("-", 1)[0]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        parts = {
+            "dead": tmp_path / f".out.csv.{host}-{dead.pid}.0123456789ab.part",
+            "live": tmp_path / f".out.csv.{host}-{live.pid}.0123456789ab.part",
+            "other host": tmp_path / f".out.csv.elsewhere-{dead.pid}.0123456789ab.part",
+            "other file": tmp_path / f".other.csv.{host}-{dead.pid}.0123456789ab.part",
+        }
+        for part in parts.values():
+            part.write_text("half a fi")
+        with atomic_write(tmp_path / "out.csv") as fh:
+            fh.write("whole\n")
+        assert (tmp_path / "out.csv").read_text() == "whole\n"
+        left = {name for name, part in parts.items() if part.exists()}
+        assert left == {"live", "other host", "other file"}
+        # and the write left no part of its own
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".out.csv")) \
+            == sorted(parts[n].name for n in ("live", "other host"))
+    finally:
+        live.kill()
+        live.wait()
