@@ -14,13 +14,6 @@ from bandsolve import certificate, convex, verify
 from bandsolve.divergences import SAMPLE_NAMES
 
 
-def _neyman_lower(p, d):
-    """neyman_chi2's closed-form lower bound, at 50 digits."""
-    with mp.workdps(50):
-        p, d = mp.mpf(p), mp.mpf(d)
-        return (2 * p + d - mp.sqrt(d * (d + 4 * p * (1 - p)))) / (2 * p * (1 + d))
-
-
 def _cert(res, side):
     return getattr(res, side + "_certificate").item()
 
@@ -64,18 +57,20 @@ def test_certificate_rejects_a_flipped_dual_sign(side):
     assert not cert.passes(1e-8)
 
 
-def test_regression_convex_neyman_lower_bound_near_zero_is_certified():
-    """Issue 9, item 6: the lower bound 9.998e-5 came out 1.9e-4 to 2.1e-4."""
+@pytest.mark.parametrize("name", ref.closed_band_names(verify.DIVERGENCES))
+def test_regression_convex_lower_bound_near_zero_is_certified(name):
+    """Issue 9, item 6 (neyman_chi2): the lower bound 9.998e-5 came out 1.9e-4
+    to 2.1e-4. Checked against the textbook's closed form."""
     p, d = 1e-5, 0.1
-    truth = _neyman_lower(p, d)
+    truth = ref.closed_band(name, p, d)[0]
     for _ in range(3):
-        res = convex.band(p, d, "neyman_chi2")
+        res = convex.band(p, d, name)
         cert = _cert(res, "lower")
         lo, hi = cert.interval
         assert lo <= truth <= hi and cert.width < 1e-8
         assert abs(mp.mpf(float(res.lower)) - truth) <= 1e-8 * truth
     assert not cert.contains(float(truth) * (1 + 1e-6))
-    assert cert.contains(float(bs.band(p, d, "neyman_chi2")[0]))
+    assert cert.contains(float(bs.band(p, d, name)[0]))
 
 
 def test_saturated_bounds_are_certified_points():

@@ -140,6 +140,15 @@ class Divergence:
         more), and f'(inf) exactly. Written apart from the other forms, it is
         the independent reference the tests solve the band with, by bisection
         in mpmath (``tests/reference.py``). None: no reference.
+    textbook_band : callable or None
+        ``parameter -> ((p, delta) -> (lower, upper))``: the band's closed
+        form as a textbook derives it, in mpmath at the caller's precision,
+        where one exists: an independent check of the bisection reference and
+        of the backends at points bisection cannot reach cheaply. None: none.
+    hard_points : tuple of (p, delta)
+        Where the convex programs were found hard (a certified interval
+        barely wider than the difference it judged, every solver rung ending
+        inaccurate): a record the tests replay through ``bandsolve.convex``.
     """
 
     name: str
@@ -160,6 +169,8 @@ class Divergence:
     vector_forms: VectorForms | None = None
     verify_tolerance: float = 1e-7
     textbook: Callable | None = None
+    textbook_band: Callable | None = None
+    hard_points: tuple[tuple[float, float], ...] = ()
 
     @property
     def has_closed_form(self) -> bool:
