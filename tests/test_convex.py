@@ -220,6 +220,23 @@ def test_accuracy_in_the_new_measure_across_divergences(name, p, d):
         assert cert.contains(float(exact)), (side, float(exact), cert.bounds)
 
 
+@pytest.mark.parametrize("name", [n for n in NAMES
+                                  if bs.get_divergence(n).convex_scaled is not None])
+@pytest.mark.parametrize("p, d", [(3.4e-4, 0.01), (1e-3, 0.1), (1.7626003261754542e-06, 1e-4)])
+def test_regression_scaled_form_certifies_lower_bounds_far_below_one(name, p, d):
+    """jeffreys, in its ratio and perspective forms alone: 5.9 min(r, |r - 1|)
+    off at p = 3.4e-4, delta = 0.01 (r = 2e-13), uncertified at p = 1e-3,
+    delta = 0.1 (r = 4e-44); the third point (r = 2.3e-25) runs the scaled
+    form with its negligible u log u and mass coefficients set to 0."""
+    res = convex.band(p, d, name)
+    cert = res.lower_certificate.item()
+    truth, _ = ref.bound(name, p, d, "lower")
+    assert float(truth) < 1e-12
+    assert cert.passes(verify.tolerance(name)), cert
+    assert cert.interval[0] <= truth <= cert.interval[1]
+    assert verify.discrepancy(res.lower, float(truth)) <= verify.tolerance(name)
+
+
 def test_discrepancy_measure_handles_zero_inf_and_small_bounds():
     assert verify.discrepancy(2e-4, 1e-4) == pytest.approx(1.0)
     assert verify.discrepancy(0.0, 0.0) == 0.0 and verify.discrepancy(np.inf, np.inf) == 0.0
