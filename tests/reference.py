@@ -29,6 +29,35 @@ def generator(name: str):
     return div.textbook(div.parameter)
 
 
+def closed_band(name: str, p, delta, dps: int = 50):
+    """(lower, upper) from the divergence's textbook closed form
+    (``Divergence.textbook_band``) at ``dps`` digits: an independent check
+    that needs no bisection."""
+    from bandsolve.divergences import get_divergence
+
+    div = get_divergence(name)
+    if div.textbook_band is None:
+        raise LookupError(f"{name} has no closed-form textbook band")
+    with mp.workdps(dps):
+        lower, upper = div.textbook_band(div.parameter)(p, delta)
+        return +lower, +upper
+
+
+def closed_band_names(names) -> tuple[str, ...]:
+    """Those of ``names`` whose divergence has a textbook closed-form band."""
+    from bandsolve.divergences import get_divergence
+
+    return tuple(n for n in names if get_divergence(n).textbook_band is not None)
+
+
+def hard_points(names) -> list[tuple[str, float, float]]:
+    """(name, p, delta) for each point a divergence of ``names`` records as
+    hard for the convex programs (``Divergence.hard_points``)."""
+    from bandsolve.divergences import get_divergence
+
+    return [(n, p, d) for n in names for p, d in get_divergence(n).hard_points]
+
+
 def binary(name: str, p, pc, r, u2=None):
     """g_f(p, r) at 60 digits, given p and 1 - p separately.
 

@@ -203,14 +203,20 @@ EXTREME_DELTAS = (5e-324, 1e-310, 1e-300, 1e-100, 1e-30, 1e30, 1e100, 1e300,
 EXTREME_P = (1e-300, 1e-100, 1e-12, 1e-3, 0.3, 0.5, 0.9, 1 - 1e-9, 1.0)
 
 
-def test_regression_neyman_chi2_at_the_largest_delta_is_not_nan():
-    """band([0.3, 0.5, 0.9, 1.0], float64 max, "neyman_chi2") gave NaN: the
+@pytest.mark.parametrize("name", ref.closed_band_names(ALL_DIVERGENCES))
+def test_regression_closed_form_at_the_largest_delta_is_not_nan(name):
+    """band([0.3, 0.5, 0.9, 1.0], float64 max) for neyman_chi2 gave NaN: the
     closed form computed d (b - a) + root and 2 (1 + d), both inf."""
     p = np.array([0.3, 0.5, 0.9, 1.0])
-    lower, upper = bs.band(p, 1.7976931348623157e308, "neyman_chi2")
-    # the exact band at such a delta is [0, 1/p] up to a relative 1/delta
-    np.testing.assert_array_equal(lower, 0.0)
+    delta = 1.7976931348623157e308
+    lower, upper = bs.band(p, delta, name)
+    truth = [ref.closed_band(name, x, delta) for x in p]
+    # neyman_chi2's exact band at such a delta is [0, 1/p] up to a relative
+    # 1/delta: its lower end p/delta (below 1e-308) rounds to 0
+    for value, (exact, _) in zip(lower, truth):
+        assert 0.0 <= value <= exact, (name, value, exact)
     np.testing.assert_allclose(upper, 1.0 / p, rtol=4 * ref.EPS)
+    np.testing.assert_allclose(upper, [float(hi) for _, hi in truth], rtol=4 * ref.EPS)
 
 
 @pytest.mark.parametrize("name", ALL_DIVERGENCES)

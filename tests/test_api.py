@@ -22,7 +22,10 @@ def test_worked_example_tail_token():
 
 @pytest.mark.parametrize("name, expected", [
     ("kl", math.exp(-0.3)), ("tv", 0.7), ("rkl", 1.0), ("chi2", 1.0),
-    ("neyman_chi2", 1 / 1.3), ("hellinger", (1 - 0.15) ** 2)])
+    ("hellinger", (1 - 0.15) ** 2),
+    # the textbook closed forms at p = 1 (neyman_chi2: 1 / (1 + delta))
+    *((name, float(ref.closed_band(name, 1.0, 0.3)[0]))
+      for name in ref.closed_band_names(ALL_DIVERGENCES))])
 def test_p_equal_one_limits(name, expected):
     """At p = 1 the upper bound is 1 and the lower bound is the limit from the left."""
     lower, upper = bs.band(1.0, 0.3, name)

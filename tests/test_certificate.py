@@ -2,7 +2,9 @@
 checked against closed forms and the independent reference in
 tests/reference.py (neither shares code with the module under test)."""
 
+import dataclasses
 import math
+import re
 
 import mpmath as mp
 import numpy as np
@@ -12,13 +14,6 @@ import reference as ref
 import bandsolve as bs
 from bandsolve import certificate, convex, verify
 from bandsolve.divergences import SAMPLE_NAMES
-
-
-def _neyman_lower(p, d):
-    """neyman_chi2's closed-form lower bound, at 50 digits."""
-    with mp.workdps(50):
-        p, d = mp.mpf(p), mp.mpf(d)
-        return (2 * p + d - mp.sqrt(d * (d + 4 * p * (1 - p)))) / (2 * p * (1 + d))
 
 
 def _cert(res, side):
@@ -64,18 +59,20 @@ def test_certificate_rejects_a_flipped_dual_sign(side):
     assert not cert.passes(1e-8)
 
 
-def test_regression_convex_neyman_lower_bound_near_zero_is_certified():
-    """Issue 9, item 6: the lower bound 9.998e-5 came out 1.9e-4 to 2.1e-4."""
+@pytest.mark.parametrize("name", ref.closed_band_names(verify.DIVERGENCES))
+def test_regression_convex_lower_bound_near_zero_is_certified(name):
+    """Issue 9, item 6 (neyman_chi2): the lower bound 9.998e-5 came out 1.9e-4
+    to 2.1e-4. Checked against the textbook's closed form."""
     p, d = 1e-5, 0.1
-    truth = _neyman_lower(p, d)
+    truth = ref.closed_band(name, p, d)[0]
     for _ in range(3):
-        res = convex.band(p, d, "neyman_chi2")
+        res = convex.band(p, d, name)
         cert = _cert(res, "lower")
         lo, hi = cert.interval
         assert lo <= truth <= hi and cert.width < 1e-8
         assert abs(mp.mpf(float(res.lower)) - truth) <= 1e-8 * truth
     assert not cert.contains(float(truth) * (1 + 1e-6))
-    assert cert.contains(float(bs.band(p, d, "neyman_chi2")[0]))
+    assert cert.contains(float(bs.band(p, d, name)[0]))
 
 
 def test_saturated_bounds_are_certified_points():
@@ -102,8 +99,8 @@ def test_every_builtin_divergence_has_a_certificate(name):
 @pytest.mark.parametrize("name", SAMPLE_NAMES)
 @pytest.mark.parametrize("p, d", [(0.3, 0.1), (1e-4, 0.05), (0.999, 1.0)])
 def test_every_builtin_fast_bound_is_certified_directly(name, p, d):
-    """The certificate serves every built-in, with convex forms or without
-    (jeffreys): the fast bounds lie in intervals proved at 50 digits."""
+    """The certificate serves every built-in, with or without its convex
+    programs: the fast bounds lie in intervals proved at 50 digits."""
     for side, fast in zip(("lower", "upper"), bs.band(p, d, name)):
         cert = certificate.certify(p, d, name, side, float(fast))
         assert cert.certified and cert.passes(1e-9), (side, cert)
@@ -114,9 +111,15 @@ def test_builtins_without_convex_forms_are_left_out_of_verify_and_named_by_conve
     missing = [name for name in SAMPLE_NAMES
                if bs.get_divergence(name).convex_generator is None]
     assert set(verify.DIVERGENCES) == set(SAMPLE_NAMES) - set(missing)
-    for name in missing:
-        with pytest.raises(ValueError, match=f"{name}' has no convex form"):
-            convex.band(0.3, 0.1, name)
+    # every built-in has convex forms (jeffreys since its scaled form): each,
+    # stripped of them, stands for one that has none
+    stripped = [dataclasses.replace(bs.get_divergence(name), name=f"{name}[no convex]",
+                                    convex_generator=None, convex_perspective=None,
+                                    convex_log=None, convex_scaled=None)
+                for name in SAMPLE_NAMES]
+    for div in [*map(bs.get_divergence, missing), *stripped]:
+        with pytest.raises(ValueError, match=re.escape(f"{div.name}' has no convex form")):
+            convex.band(0.3, 0.1, div)
 
 
 @pytest.mark.parametrize("name", SAMPLE_NAMES)

@@ -6,7 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import example, given, settings
+import reference as ref
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bandsolve as bs
@@ -21,14 +22,7 @@ def _assert_agrees(name, convex_values, fast_values, vocabulary=False):
     assert np.all(err <= tol), (name, float(np.max(err)), tol)
 
 
-@settings(max_examples=25)
-@given(name=st.sampled_from(NAMES), log_p=st.floats(-5.0, -1e-3),
-       near_one=st.booleans(), delta=st.floats(0.005, 1.0))
-# issue 18: a 6.6e-8 difference inside a 1e-7 wide certified interval, and a
-# program whose every rung ended 'optimal_inaccurate'
-@example(name="neyman_chi2", log_p=math.log10(2.7e-5), near_one=False, delta=0.00586)
-@example(name="neyman_chi2", log_p=math.log10(2.9e-5), near_one=True, delta=0.005)
-def test_convex_band_agrees_with_fast_band(name, log_p, near_one, delta):
+def _assert_fast_inside_convex_certificate(name, p, delta):
     """The fast bound lies inside the interval that certifies the convex one.
 
     Falsifiable at the fast bound's own accuracy (the interval is proved in
@@ -37,7 +31,6 @@ def test_convex_band_agrees_with_fast_band(name, log_p, near_one, delta):
     (``res.failures``), not a crash: the fast value is then certified on its
     own, which still proves or refutes it.
     """
-    p = 1 - 10.0**log_p if near_one else 10.0**log_p
     res = convex.band(p, delta, name, on_failure="nan")
     fast = dict(zip(("lower", "upper"), bs.band(p, delta, name)))
     for side, cert in (("lower", res.lower_certificate), ("upper", res.upper_certificate)):
@@ -46,6 +39,21 @@ def test_convex_band_agrees_with_fast_band(name, log_p, near_one, delta):
         if cert is None or not cert.certified:
             cert = certificate.certify(p, delta, name, side, value)
         assert cert.contains(value), (name, p, delta, side, value, cert.bounds, res.failures)
+
+
+@settings(max_examples=25)
+@given(name=st.sampled_from(NAMES), log_p=st.floats(-5.0, -1e-3),
+       near_one=st.booleans(), delta=st.floats(0.005, 1.0))
+def test_convex_band_agrees_with_fast_band(name, log_p, near_one, delta):
+    p = 1 - 10.0**log_p if near_one else 10.0**log_p
+    _assert_fast_inside_convex_certificate(name, p, delta)
+
+
+@pytest.mark.parametrize("name, p, delta", ref.hard_points(NAMES))
+def test_convex_band_agrees_with_fast_band_where_it_was_hard(name, p, delta):
+    """The points each divergence records as hard for the convex programs
+    (``Divergence.hard_points``; issue 18), replayed."""
+    _assert_fast_inside_convex_certificate(name, p, delta)
 
 
 def test_convex_band_shapes_edges_and_certificates():
@@ -178,28 +186,23 @@ def test_verify_default_sweep_passes(tmp_path):
     assert "| `kl` |" in (tmp_path / "verify.md").read_text()
 
 
-def _neyman_lower_mp(p, d):
-    import mpmath as mp
-
-    with mp.workdps(50):
-        p, d = mp.mpf(p), mp.mpf(d)
-        return (2 * p + d - mp.sqrt(d * (d + 4 * p * (1 - p)))) / (2 * p * (1 + d))
-
-
-def test_regression_neyman_lower_bound_near_zero_is_accurate():
-    """Issue 9, item 6: the lower bound 9.998e-5 came out 1.9e-4..2.1e-4."""
-    truth = float(_neyman_lower_mp(1e-5, 0.1))
+@pytest.mark.parametrize("name", ref.closed_band_names(NAMES))
+def test_regression_lower_bound_near_zero_is_accurate(name):
+    """Issue 9, item 6 (neyman_chi2): the lower bound 9.998e-5 came out
+    1.9e-4..2.1e-4. Checked against the textbook's closed form."""
+    truth = float(ref.closed_band(name, 1e-5, 0.1)[0])
     for _ in range(3):
-        lower = float(convex.band(1e-5, 0.1, "neyman_chi2").lower)
+        lower = float(convex.band(1e-5, 0.1, name).lower)
         assert abs(lower - truth) <= 1e-6 * truth
 
 
+@pytest.mark.parametrize("name", ref.closed_band_names(NAMES))
 @pytest.mark.parametrize("p, d", [(1e-5, 0.01), (1e-6, 1.0), (1e-3, 0.5), (0.3, 0.05)])
-def test_small_lower_bounds_accurate_relative_to_themselves(p, d):
+def test_small_lower_bounds_accurate_relative_to_themselves(name, p, d):
     import mpmath as mp
 
-    truth = _neyman_lower_mp(p, d)
-    lower = convex.band(p, d, "neyman_chi2").lower
+    truth = ref.closed_band(name, p, d)[0]
+    lower = convex.band(p, d, name).lower
     assert abs(mp.mpf(float(lower)) - truth) <= 1e-6 * min(truth, 1 - truth)
 
 
@@ -209,14 +212,29 @@ def test_accuracy_in_the_new_measure_across_divergences(name, p, d):
     """p near 1 (lower margins tiny), tiny p, near saturation: each bound is
     certified (an interval proved in mpmath) to the divergence's tolerance in
     units of min(r, |r - 1|), and the mpmath reference lies in it."""
-    import reference as ref
-
     res = convex.band(p, d, name)
     for side in ("lower", "upper"):
         exact, _ = ref.bound(name, p, d, side)
         cert = getattr(res, side + "_certificate").item()
         assert cert.certified and cert.width <= verify.TOLERANCES[name], (side, cert)
         assert cert.contains(float(exact)), (side, float(exact), cert.bounds)
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES
+                                  if bs.get_divergence(n).convex_scaled is not None])
+@pytest.mark.parametrize("p, d", [(3.4e-4, 0.01), (1e-3, 0.1), (1.7626003261754542e-06, 1e-4)])
+def test_regression_scaled_form_certifies_lower_bounds_far_below_one(name, p, d):
+    """jeffreys, in its ratio and perspective forms alone: 5.9 min(r, |r - 1|)
+    off at p = 3.4e-4, delta = 0.01 (r = 2e-13), uncertified at p = 1e-3,
+    delta = 0.1 (r = 4e-44); the third point (r = 2.3e-25) runs the scaled
+    form with its negligible u log u and mass coefficients set to 0."""
+    res = convex.band(p, d, name)
+    cert = res.lower_certificate.item()
+    truth, _ = ref.bound(name, p, d, "lower")
+    assert float(truth) < 1e-12
+    assert cert.passes(verify.tolerance(name)), cert
+    assert cert.interval[0] <= truth <= cert.interval[1]
+    assert verify.discrepancy(res.lower, float(truth)) <= verify.tolerance(name)
 
 
 def test_discrepancy_measure_handles_zero_inf_and_small_bounds():

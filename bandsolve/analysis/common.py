@@ -136,6 +136,25 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
     ax.grid(True, alpha=0.3)
 
 
+def clip_share_bars(ax, results, names, styles, skip=0):
+    """Bars of each rule's positive-advantage clipped share per old-probability
+    bucket: one group per bucket in ``names``, one bar per rule, the mean of
+    ``history[f"clip/pos/{name}"][skip:]`` (``skip`` drops leading rows, such
+    as an evaluation before the first update). The caller titles the axes."""
+    width = 0.8 / len(results)
+    for i, (rule, history) in enumerate(results.items()):
+        values = [float(nanmean(history[f"clip/pos/{name}"][skip:])) for name in names]
+        ax.bar(np.arange(len(names)) + i * width, values, width, color=styles[rule]["color"])
+    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
+    ax.grid(True, axis="y", alpha=0.3)
+
+
+def legend_panel(ax, handles, labels, title, fontsize):
+    """Turn ``ax`` into a frameless panel that holds only the figure's legend."""
+    ax.axis("off")
+    ax.legend(handles, labels, loc="center", fontsize=fontsize, frameon=False, title=title)
+
+
 def save_figure(fig, out, name):
     """Write ``fig`` as out/name.png and out/name.pdf, close it, return the paths."""
     os.makedirs(out, exist_ok=True)

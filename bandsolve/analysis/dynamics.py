@@ -53,7 +53,18 @@ from bandsolve.torch import clipped_surrogate  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._progress import Progress  # noqa: E402
-from .common import Jobs, band_plot, cluster_bootstrap, nanmean, one_thread, run_tasks, save_figure, write_csv  # noqa: E402
+from .common import (  # noqa: E402
+    Jobs,
+    band_plot,
+    clip_share_bars,
+    cluster_bootstrap,
+    legend_panel,
+    nanmean,
+    one_thread,
+    run_tasks,
+    save_figure,
+    write_csv,
+)
 from .rules import DELTA, RULES, STYLES, rule_object  # noqa: E402
 
 
@@ -211,19 +222,11 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
     ax.grid(True, alpha=0.3, which="both")
     ax = axes[1, 1]
     names = [name for name, _, _ in P_BUCKETS]
-    width = 0.8 / len(results)
-    for i, (rule, history) in enumerate(results.items()):
-        values = [float(nanmean(history[f"clip/pos/{name}"])) for name in names]
-        ax.bar(np.arange(len(names)) + i * width, values, width,
-               color=STYLES[rule]["color"])
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
+    clip_share_bars(ax, results, names, STYLES)
     ax.set_ylabel("clipped share of positive-advantage tokens")
     ax.set_title("Upper clips on positive advantage, by old probability", fontsize=11)
-    ax.grid(True, axis="y", alpha=0.3)
-    axes[1, 2].axis("off")
     handles, labels = axes[0, 1].get_legend_handles_labels()
-    axes[1, 2].legend(handles, labels, loc="center", fontsize=11, frameon=False,
-                      title=f"clipping rule (Band: delta = {DELTA})")
+    legend_panel(axes[1, 2], handles, labels, f"clipping rule (Band: delta = {DELTA})", 11)
     fig.suptitle(f"High-advantage-tail bandit: {config.contexts} contexts x {config.vocab} Zipf "
                  f"tokens, GRPO ({config.group} samples, {config.epochs} epochs, "
                  f"{config.optimizer} lr {config.lr:g}), {config.seeds} seeds, "

@@ -69,7 +69,17 @@ from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 from .._files import atomic_write  # noqa: E402
 from .._progress import Progress  # noqa: E402
-from .common import Jobs, mean_and_ci, nanmean, one_thread, paired_difference, run_tasks, save_figure  # noqa: E402
+from .common import (  # noqa: E402
+    Jobs,
+    clip_share_bars,
+    legend_panel,
+    mean_and_ci,
+    nanmean,
+    one_thread,
+    paired_difference,
+    run_tasks,
+    save_figure,
+)
 from .rules import SEQUENCE_RULES, STYLES, band  # noqa: E402
 
 DIGITS = 9
@@ -565,21 +575,16 @@ def figure_sequence(selected, config: SequenceConfig):
     ax.grid(True, alpha=0.3)
     ax = axes[1, 1]
     names = [name for name, _, _ in P_BUCKETS]
-    width = 0.8 / len(selected)
-    for i, (rule, (_, history)) in enumerate(selected.items()):
-        values = [float(nanmean(history[f"clip/pos/{name}"][1:])) for name in names]
-        ax.bar(np.arange(len(names)) + i * width, values, width, color=STYLES[rule]["color"])
-    ax.set_xticks(np.arange(len(names)) + 0.4 - width / 2, names, rotation=20, fontsize=8)
+    # evaluation 0 is the supervised fit, before any update: it has no clip shares
+    clip_share_bars(ax, {rule: history for rule, (_, history) in selected.items()}, names,
+                    STYLES, skip=1)
     ax.set(title="Clipped share of positive-advantage tokens, by old probability",
            ylabel="clipped share (per mini-batch update)")
-    ax.grid(True, axis="y", alpha=0.3)
-    axes[1, 2].axis("off")
     handles, labels = axes[0, 0].get_legend_handles_labels()
     chosen = {rule: value for rule, (value, _) in selected.items()}
     labels = [f"{label} ({'chosen ' if np.isfinite(v) else ''}{v:g})" if np.isfinite(v)
               else label for label, v in zip(labels, chosen.values())]
-    axes[1, 2].legend(handles, labels, loc="center", fontsize=10, frameon=False,
-                      title="rule (hyperparameter chosen on validation)")
+    legend_panel(axes[1, 2], handles, labels, "rule (hyperparameter chosen on validation)", 10)
     fig.suptitle(f"Sequence task with a wrong head: three digits summing to T without E; "
                  f"{config.layers}-layer transformer after SFT, GRPO ({config.group} samples, "
                  f"{config.epochs} epochs x {config.minibatches} mini-batches), "

@@ -14,7 +14,10 @@ relative to that measure (a *chart*):
   r_est > 1/2) or r_est (lower, r_est <= 1/2): x is 1 at the optimum;
 * r = exp(y0 + x) for a lower bound <= 1/2 of a divergence with a log form
   (kl, neyman_chi2, alpha with a < 0: ``Divergence.convex_log``), whose lower bounds
-  reach far below the float64 range.
+  reach far below the float64 range;
+* r = step x, anchored at 0, in the divergence's scaled form
+  (``Divergence.convex_scaled``: jeffreys) where it has no log form, so
+  that no cone entry is of r's size however far below 1 r lies.
 
 The estimate r_est is the fast path's (:func:`bandsolve.band`); a poor one
 costs accuracy, never correctness, and the chart is re-centred on the

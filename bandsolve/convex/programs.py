@@ -85,6 +85,37 @@ class _LinearToken:
         return scalar(self.simplex.dual_value) * abs(scalar(self.q_step.value))
 
 
+class _ScaledToken:
+    """The sampled token in a linear chart anchored at 0, r = c x (c = the
+    chart's step > 0), through the divergence's scaled form
+    (``Divergence.convex_scaled``): (p/delta) f(c x) with cone entries of
+    x's size, however far below 1 the ratio lies."""
+
+    log = False
+
+    def __init__(self, div: Divergence, x):
+        import cvxpy as cp
+
+        assert div.convex_scaled is not None  # a scaled chart is only drawn where one exists
+        self.term, self._assign = div.convex_scaled(x, div.parameter)
+        self.simplex = x >= 0
+        self.constraints = [self.simplex]
+        self.mass_step = cp.Parameter(nonneg=True)
+        self.mass = self.mass_step * x
+
+    def set(self, p: float, delta: float, chart: Chart) -> None:
+        self._assign(p / delta, chart.step)
+        # its mass p c x, below 1e-17 of the total 1, is one no float64 sum
+        # sees; a coefficient like 1e-200 stalls the solver
+        mass_step = p * chart.step
+        self.mass_step.value = mass_step if mass_step >= 1e-17 else 0.0
+
+    def simplex_share(self) -> float:
+        # the multiplier of x >= 0 is that of q = (p/delta) c x >= 0 times
+        # (p/delta) c: the share as _LinearToken reads it
+        return scalar(self.simplex.dual_value)
+
+
 class _LogToken:
     """The sampled token in a log chart, y = log r = y0 + x:
     (p/delta) h(e^y) = exp(k x + shift) + slope x + offset, mass p e^y."""
@@ -180,18 +211,23 @@ class Program:
     """max / min x s.t. (token + others) / delta <= 1, mass = 1 (<= 1 in a
     log chart, where it is convex and the relaxation is exact)."""
 
-    def __init__(self, div: Divergence, log: bool, others_count: int | None):
+    def __init__(self, div: Divergence, log: bool, others_count: int | None,
+                 scaled: bool = False):
         """``others_count``: the vocabulary's other tokens, or None for the
-        binary program's other one, or 0 for that one at probability 0."""
+        binary program's other one, or 0 for that one at probability 0.
+        ``scaled``: the sampled token in the divergence's scaled form (a
+        linear chart anchored at 0)."""
         import cvxpy as cp
 
         self.x = cp.Variable()
         self.slope_at_infinity = div.slope_at_infinity
-        self.token: _LogToken | _LinearToken
+        self.token: _LogToken | _LinearToken | _ScaledToken
         if log:
             log_form = log_form_of(div)
             assert log_form is not None  # a log chart is only drawn where one exists
             self.token = _LogToken(log_form, self.x)
+        elif scaled:
+            self.token = _ScaledToken(div, self.x)
         else:
             self.token = _LinearToken(div, self.x)
         self.others: _PairOther | _LimitOther | VocabularyOthers

@@ -95,10 +95,14 @@ class BoundSolver:
         self.programs: dict[tuple, Program] = {}
         self.seconds, self.solves = 0.0, 0
 
-    def _program(self, log: bool, rest_count: int | None) -> Program:
-        if (log, rest_count) not in self.programs:
-            self.programs[log, rest_count] = Program(self.div, log, rest_count)
-        return self.programs[log, rest_count]
+    def _program(self, chart: Chart, rest_count: int | None) -> Program:
+        # a linear chart anchored at 0 charts a ratio far below 1: the
+        # divergence's scaled form, where it has one, keeps it in scale
+        scaled = self.div.convex_scaled is not None and not chart.log and chart.anchor == 0.0
+        key = (chart.log, scaled, rest_count)
+        if key not in self.programs:
+            self.programs[key] = Program(self.div, chart.log, rest_count, scaled)
+        return self.programs[key]
 
     def _role(self, p: float, side: str, estimate: float) -> tuple:
         """(role, the charted ratio's estimate, the program's rest count)."""
@@ -151,7 +155,7 @@ class BoundSolver:
         fallback = chart_for(role.falls, math.nan, None, natural, log_ok)
         best, outcomes = None, []
         for _ in range(CHARTS):
-            program = self._program(chart.log, rest_count)
+            program = self._program(chart, rest_count)
             program.token.set(role.weight, delta, chart)
             program.others.set(role.rest, delta)
             for name, options in self.ladder.rungs:

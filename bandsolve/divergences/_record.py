@@ -115,6 +115,14 @@ class Divergence:
         ``perspective`` of ``convex_generator`` is used.
     convex_log : callable or None
         ``parameter -> LogForm or None``: the log form where one exists.
+    convex_scaled : callable or None
+        ``(x, parameter) -> (term, assign)``: a cvxpy expression ``term``,
+        convex in the scalar Variable x, equal to w f(c x) once
+        ``assign(w, c)`` (w, c > 0) has set its Parameters; written so that
+        every cone entry is of x's size (x is near 1 at the optimum) however
+        small c is. ``bandsolve.convex`` charts a falling ratio r = c x with
+        it where r <= 1/2 and there is no log form (jeffreys, whose f(e^y) is
+        not convex in y). None: the perspective form serves there.
     exact_form : callable or None
         ``parameter -> MpGenerator``, built at the caller's mpmath precision,
         for ``bandsolve.certificate``. None: no certificate.
@@ -140,6 +148,15 @@ class Divergence:
         more), and f'(inf) exactly. Written apart from the other forms, it is
         the independent reference the tests solve the band with, by bisection
         in mpmath (``tests/reference.py``). None: no reference.
+    textbook_band : callable or None
+        ``parameter -> ((p, delta) -> (lower, upper))``: the band's closed
+        form as a textbook derives it, in mpmath at the caller's precision,
+        where one exists: an independent check of the bisection reference and
+        of the backends at points bisection cannot reach cheaply. None: none.
+    hard_points : tuple of (p, delta)
+        Where the convex programs were found hard (a certified interval
+        barely wider than the difference it judged, every solver rung ending
+        inaccurate): a record the tests replay through ``bandsolve.convex``.
     """
 
     name: str
@@ -155,11 +172,14 @@ class Divergence:
     convex_generator: Callable | None = None
     convex_perspective: Callable | None = None
     convex_log: Callable | None = None
+    convex_scaled: Callable | None = None
     exact_form: Callable | None = None
     scaled_conjugate: Callable = scaled_conjugate_unknown
     vector_forms: VectorForms | None = None
     verify_tolerance: float = 1e-7
     textbook: Callable | None = None
+    textbook_band: Callable | None = None
+    hard_points: tuple[tuple[float, float], ...] = ()
 
     @property
     def has_closed_form(self) -> bool:

@@ -9,12 +9,26 @@ of the simplex is infinite); f'(inf) = inf, so at p = 1 the lower bound is 1;
 f''(1) = 2. Possible issues: as kl's, the lower bound is about exp(-delta/p)
 for delta/p large, and underflows float64 past delta/p = 745.
 
-No convex form (``bandsolve.convex`` and ``bandsolve verify`` leave it out):
-cvxpy writes f as -entr(u) - log(u), but the programs in the ratio resolve a
-lower bound only to about 1e-9 of the charted scale (measured: 5.9 min(r, |r -
-1|) off at p = 3.4e-4, delta = 0.01, where r = 2e-13), and the log chart that
-saves kl there needs f(e^y) convex in y, which (e^y - 1) y is not (below
-y = -2). Its certificates (mpmath) and every other backend serve it.
+Convex forms: the ratio form -entr(u) - log(u) and the perspective
+rel_entr(q, s) + rel_entr(s, q) (kl's and rkl's cones), and a scaled form for
+a ratio far below 1. With the first two alone, the programs resolved a lower
+bound only to about 1e-9 of the charted scale (measured: 5.9 min(r, |r - 1|)
+off at p = 3.4e-4, delta = 0.01, where r = 2e-13; uncertified at p = 1e-3,
+delta = 0.1), and the log chart that saves kl there needs f(e^y) convex in
+y, which (e^y - 1) y is not (below y = -2). The scaled form writes f(c x),
+r = c x with x near 1, as c x log x + c log(c) x - log x - log c, so no cone
+entry is of r's size; ``bandsolve verify``'s sweep (p from 1e-6 to 1 - 1e-6
+and 1, delta from 0.01 to 1, and vocabularies) then certifies every bound to
+3.2e-9 (``verify_tolerance`` 1e-8, measured with ``verify.run(("jeffreys",))``).
+
+Its range: outside that sweep (measured on p from 1e-12 to 1 - 1e-12, delta
+from 1e-4 to 10) upper bounds for p below about 1e-9 and lower bounds for
+1 - p below about 1e-10 come back with certificates up to 3e-2 wide, as rkl's
+do; at delta <= 1e-3, lower bounds below about 1e-100 (p = 2.3e-7 at delta
+1e-4, 1.8e-6 at 1e-3) come back uncertified (``certified`` False), since the
+other token's cone entries, of size 1/delta, drown the charted token's.
+``ConvexBand`` returns each with its certificate, which
+``certificate.passes`` rejects: check it there.
 """
 
 import math
@@ -52,6 +66,43 @@ def value_and_slope(u, x, theta):
 VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
 
 
+# --- cvxpy ---------------------------------------------------------------------
+def convex_generator(w, a):
+    import cvxpy as cp
+
+    return -cp.entr(w) - cp.log(w)  # w log w - log w
+
+
+def convex_perspective(q, s, a):
+    import cvxpy as cp
+
+    # s f(q/s) = q log(q/s) + s log(s/q): kl's and rkl's cones, each exact
+    return cp.rel_entr(q, s) + cp.rel_entr(s, q), []
+
+
+def convex_scaled(x, a):
+    """w f(c x) = w c x log x + w c log(c) x - w log x - w log c: with x near
+    1, every cone entry is of order 1 however small c (the ratio) is."""
+    import cvxpy as cp
+
+    wc, wc_log_c = cp.Parameter(nonneg=True), cp.Parameter()
+    w, w_log_c = cp.Parameter(nonneg=True), cp.Parameter()
+    term = wc * -cp.entr(x) + wc_log_c * x - w * cp.log(x) - w_log_c
+
+    def assign(weight, c):
+        log_c = math.log(c)
+        # the u log u part, w c (x log x + log(c) x), is below 1e-17 of the
+        # constraint's 1 for c < 1e-17 / (w (1 + |log c|)): no float64 sum
+        # sees it, and coefficients like 1e-195 stall the solver (measured:
+        # p = 2.3e-7, delta = 1e-4, where r = 5e-193, came back 0, uncertified)
+        negligible = weight * c * (1.0 + abs(log_c)) < 1e-17
+        wc.value = 0.0 if negligible else weight * c
+        wc_log_c.value = 0.0 if negligible else weight * c * log_c
+        w.value, w_log_c.value = weight, weight * log_c
+
+    return term, assign
+
+
 # --- mpmath --------------------------------------------------------------------
 def exact_form(a):
     import mpmath as mp
@@ -71,4 +122,7 @@ def textbook(parameter):
 DIVERGENCE = Divergence(
     "jeffreys", "(u - 1) log u", f, df, f,
     f_at_zero=math.inf, slope_at_infinity=math.inf, curvature_at_one=2.0,
-    exact_form=exact_form, vector_forms=VECTOR_FORMS, textbook=textbook)
+    convex_generator=convex_generator, convex_perspective=convex_perspective,
+    convex_scaled=convex_scaled,
+    exact_form=exact_form, vector_forms=VECTOR_FORMS, textbook=textbook,
+    verify_tolerance=1e-8)
