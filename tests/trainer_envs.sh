@@ -63,34 +63,60 @@ run_tests() {
 
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=(verl verl-0.8 trl-lowest trl skyrl)
+
+# install_line NAME: sets LINE to the python and pip arguments of NAME's environment
+install_line() {
+    case "$1" in
+        verl) LINE=(python3 "$TORCH" "$ROOT[test,verl]") ;;
+        # rLLM pins verl==0.8.0
+        verl-0.8) LINE=(python3 "$TORCH" "$ROOT[test,verl]" "verl==0.8.0") ;;
+        trl-lowest) LINE=(python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0") ;;
+        trl) LINE=(python3 "$TORCH" "$ROOT[test,trl]") ;;
+        skyrl) local python; python="$(python312)" || return 1
+               LINE=("$python" "$TORCH" "$ROOT[test,skyrl]") ;;
+        *) echo "unknown trainer environment: $1 (verl, verl-0.8, trl-lowest, trl, skyrl)" >&2
+           return 2 ;;
+    esac
+}
+
+# The environments are built side by side (their downloads overlap; each
+# build's log goes to .trainer-envs/NAME.log and is shown if it fails), then
+# tested one after the other, so that each test's timing has the cores.
+declare -A builds
+for target in "${targets[@]}"; do
+    install_line "$target" || exit 2
+    make_env "$target" "${LINE[@]}" > "$ENVS/$target.log" 2>&1 &
+    builds[$target]=$!
+done
+for target in "${targets[@]}"; do
+    if ! wait "${builds[$target]}"; then
+        echo "[$target] the environment did not build:" >&2
+        cat "$ENVS/$target.log" >&2
+        exit 1
+    fi
+    cat "$ENVS/$target.log"
+done
+
 for target in "${targets[@]}"; do
     case "$target" in
         verl)
-            make_env verl python3 "$TORCH" "$ROOT[test,verl]"
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
                 tests/test_trainers_verl_registration.py tests/test_doctor.py tests/test_light_install.py \
                 tests/test_examples.py tests/test_torch_trainer_edges.py ;;
         verl-0.8)
-            # rLLM pins verl==0.8.0, which loads no verl.plugins entry points:
-            # the plug-in comes in through VERL_USE_EXTERNAL_MODULES, set as
-            # docs/verl.md tells rLLM users to set it
-            make_env verl-0.8 python3 "$TORCH" "$ROOT[test,verl]" "verl==0.8.0"
+            # verl 0.8 loads no verl.plugins entry points: the plug-in comes in
+            # through VERL_USE_EXTERNAL_MODULES, set as docs/verl.md tells rLLM
+            # users to set it
             VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl run_tests verl-0.8 \
                 tests/test_trainers_verl.py tests/test_trainers_verl_registration.py \
                 tests/test_doctor.py tests/test_light_install.py ;;
         trl-lowest)
-            make_env trl-lowest python3 "$TORCH" "$ROOT[test,trl]" "trl==1.0.0"
             run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py ;;
         trl)
-            make_env trl python3 "$TORCH" "$ROOT[test,trl]"
             run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py \
                 tests/test_light_install.py ;;
         skyrl)
-            make_env skyrl "$(python312)" "$TORCH" "$ROOT[test,skyrl]"
             run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
                 tests/test_light_install.py ;;
-        *)
-            echo "unknown trainer environment: $target (verl, verl-0.8, trl-lowest, trl, skyrl)" >&2
-            exit 2 ;;
     esac
 done
