@@ -64,13 +64,13 @@ FULL_SEQUENCE_RULES = ("no-clip", "ppo", "clip-higher", "band-kl")
 
 def full_study() -> StudyConfig:
     """The long run, sized for 25 minutes with ``--jobs 2`` on 2 cores
-    (issue 30): about 40 minutes of CPU time, measured part by part on the
-    loaded shared machine (docs/reproduce.md): the sequence task about 30
-    (9 variants x 8 seeds x 200 steps), the autoregressive study about 6,
-    the frontier, bandit and stress test about 8 together. Before issue 30
-    the sequence task ran 19 variants a seed, and the whole took about 65
-    CPU minutes (10.5 minutes with ``--jobs 16`` on a 16-core machine,
-    paper_repro/full/README.md)."""
+    (issue 30): about 50 minutes of CPU time measured part by part on the
+    shared machine at load 7-12, about 36 on an idle one (docs/reproduce.md):
+    the sequence task about 30 (9 variants x 8 seeds x 200 steps), the
+    autoregressive study about 10, the frontier, bandit and stress test about
+    8 together. Before issue 30 the sequence task ran 19 variants a seed, and
+    the whole took about 65 CPU minutes (10.5 minutes with ``--jobs 16`` on a
+    16-core machine, paper_repro/full/README.md)."""
     return StudyConfig(
         bandit=BanditConfig(steps=600, seeds=10),
         # the Adam check is the autoregressive study's now (issue 30)
