@@ -78,9 +78,15 @@ from bandsolve.analysis.ar_study import (
     no_clip_matches,
     verdict,
 )
-from bandsolve.analysis.autoregressive import METRICS, SIGNS, TaskConfig, _bucket_counts, grpo_advantages
+from bandsolve.analysis.autoregressive import (
+    METRICS,
+    SIGNS,
+    TaskConfig,
+    bucket_counts,
+    grpo_advantages,
+    update_and_count,
+)
 from bandsolve.analysis.common import holm
-from bandsolve.torch import clipped_surrogate
 from bandsolve.torch.losses import P_BUCKETS
 
 ANSWER = 2  # tokens per answer
@@ -342,8 +348,7 @@ def train_setting(config: GpuARConfig, rules: list, lr: float, seeds: int, strea
                       enumerate(rules)]
             lower = torch.cat([b[0].to(old.dtype) for b in bounds])
             upper = torch.cat([b[1].to(old.dtype) for b in bounds])
-        clip_n = torch.zeros(N, 2, len(P_BUCKETS), dtype=torch.float64, device=device)
-        clip_t = torch.zeros_like(clip_n)
+        counts = torch.zeros(N, C * G, ANSWER, dtype=torch.float64, device=device)
         for _ in range(task.epochs):
             order = torch.tensor(np.stack([rng.permutation(C * G) for rng in rngs]),
                                  device=device).repeat(n, 1)
@@ -355,16 +360,10 @@ def train_setting(config: GpuARConfig, rules: list, lr: float, seeds: int, strea
                 logits = model(x)[:, :, -ANSWER:].float()  # the two answer positions
                 new = torch.log_softmax(logits, -1).gather(-1, tok[..., None])[..., 0]
                 ratio = torch.exp(new - old_b)
-                loss = clipped_surrogate(ratio, adv, lo, hi).mean((1, 2)).sum() * C
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                with torch.no_grad():  # where the clip zeroed this update's gradient
-                    clipped = ((ratio > hi) & (adv > 0)) | ((ratio < lo) & (adv < 0))
-                    cn, ct = _bucket_counts(clipped, old_b, adv)
-                    clip_n += cn
-                    clip_t += ct
+                update_and_count(opt, ratio, adv, lo, hi, C, counts,
+                                 pick[..., None].expand(-1, -1, ANSWER))
         with torch.no_grad():
+            clip_n, clip_t = bucket_counts(counts, task.epochs, old, advantage)
             new_tree = tree(model, prompts, V)
             step = exact_metrics(new_tree[0], new_tree[1], tree_task)
             step["step_kl"] = sequence_kl(now, new_tree)

@@ -117,6 +117,73 @@ def test_a_seed_trains_the_same_whatever_seeds_run_beside_it():
     assert not np.array_equal(alone["reward"], pilot["reward"])
 
 
+@pytest.mark.parametrize("optimizer, lr", [("adam", 0.1), ("sgd", 2.0)])
+def test_rules_trained_together_train_as_each_would_alone(optimizer, lr):
+    """train_rules (the pilot's rules in one table, sharing each seed's
+    uniforms and mini-batch orders) gives every rule exactly its own run:
+    no replica leaks into another through the loss, the optimizer or the
+    shared draws."""
+    from bandsolve.analysis.rules import RULES, band
+
+    rules = [RULES["ppo"][0], band("kl", 0.01), band("tv", 0.05), RULES["no-clip"][0]]
+    together = ar.train_rules(rules, SMALL, [0, 2], optimizer, lr)
+    for rule, got in zip(rules, together):
+        alone = ar.train_rules([rule], SMALL, [0, 2], optimizer, lr)[0]
+        for metric in ar.METRICS:
+            np.testing.assert_array_equal(got[metric], alone[metric], err_msg=metric)
+    # the rules differ, so a replica mixed up with another would show
+    assert not np.array_equal(together[0]["step_kl"], together[3]["step_kl"])
+
+
+def test_bucket_counts_equal_a_token_by_token_count():
+    """The clip counts, kept per token and bucketed once per step, against a
+    plain loop over every token (sign of its advantage, bucket of its old
+    probability; each token updated once per epoch)."""
+    from bandsolve.torch.losses import P_BUCKETS
+
+    rng = np.random.default_rng(3)
+    epochs = 4
+    p = 10.0 ** rng.uniform(-5, 0, (2, 30, 3))
+    advantage = rng.choice([-1.0, 0.0, 1.0], (2, 30, 3))
+    counts = rng.integers(0, epochs + 1, (2, 30, 3)).astype(float)
+    clipped, total = ar.bucket_counts(torch.tensor(counts), epochs, torch.tensor(np.log(p)),
+                                      torch.tensor(advantage))
+    want_c = np.zeros((2, 2, len(P_BUCKETS)))
+    want_t = np.zeros_like(want_c)
+    for r, i, k in itertools.product(range(2), range(30), range(3)):
+        if advantage[r, i, k] == 0:
+            continue
+        a = 0 if advantage[r, i, k] > 0 else 1
+        b = [j for j, (_, low, high) in enumerate(P_BUCKETS) if low <= p[r, i, k] < high]
+        assert len(b) == 1
+        want_c[r, a, b[0]] += counts[r, i, k]
+        want_t[r, a, b[0]] += epochs
+    np.testing.assert_array_equal(clipped.numpy(), want_c)
+    np.testing.assert_array_equal(total.numpy(), want_t)
+
+
+def test_update_and_count_counts_the_tokens_whose_gradient_the_clip_zeroed():
+    """The count against the loss's own gradient: a token is counted where
+    its ratio gets no gradient from the step (and its advantage is not 0),
+    and at its place in the rollout batch (``pick``)."""
+    from bandsolve.analysis.rules import band
+
+    rng = np.random.default_rng(4)
+    old = torch.tensor(np.log(rng.uniform(1e-4, 1.0, (2, 6, 3))))
+    advantage = torch.tensor(rng.choice([-1.0, 1.0], (2, 6, 3)))
+    lower, upper = band("kl", 0.05).bounds(old)
+    ratio = torch.tensor(np.exp(rng.normal(0, 0.6, (2, 6, 3))), requires_grad=True)
+    opt = torch.optim.SGD([ratio], lr=0.0)  # the step changes nothing; the gradient stays
+    pick = torch.tensor(np.stack([rng.permutation(10)[:6] for _ in range(2)]))[..., None]
+    pick = pick.expand(-1, -1, 3)
+    counts = torch.zeros(2, 10, 3, dtype=torch.float64)
+    ar.update_and_count(opt, ratio, advantage, lower.double(), upper.double(), 1.0, counts, pick)
+    zeroed = (ratio.grad == 0).double()
+    assert 0 < zeroed.sum() < zeroed.numel()  # both kinds of token are there
+    want = torch.zeros_like(counts).scatter_(1, pick, zeroed)
+    np.testing.assert_array_equal(counts.numpy(), want.numpy())
+
+
 def test_the_task_refuses_a_tail_that_pays_no_more_than_the_head():
     with pytest.raises(ValueError, match="tail must pay more"):
         ar.TaskConfig(head_pay=1.0, tail_pay=1.0)

@@ -201,10 +201,22 @@ def test_sequence_results_do_not_depend_on_jobs():
 def test_variants_have_no_duplicate_rules():
     with pytest.raises(ValueError, match="eps_high"):
         sequence.variants(dataclasses.replace(TINY_SEQUENCE, eps_high=(0.2, 0.28)))
-    full = studies.full_study().sequence
-    runs = sequence.variants(full)
+    # the full run's grids with every rule and control
+    every = dataclasses.replace(studies.full_study().sequence, rules=tuple(rules.SEQUENCE_RULES))
+    runs = sequence.variants(every)
     assert len({repr(obj) for *_, obj in runs}) == len(runs)
     assert {rule for rule, *_ in runs} == set(rules.SEQUENCE_RULES)
+
+
+def test_the_full_sequence_run_keeps_every_rule_its_family_compares():
+    """The full run leaves the descriptive controls out (issue 30: its
+    budget), never Band-KL, the family's controls or no clip."""
+    full = studies.full_study().sequence
+    ran = {rule for rule, *_ in sequence.variants(full)}
+    from bandsolve.paper_repro.repro import SEQUENCE_CONTROLS
+
+    assert ran == {"band-kl", "no-clip", *SEQUENCE_CONTROLS}
+    assert len(sequence.variants(full)) == 3 + 2 + 3 + 1  # the grids of PPO, Clip-Higher, Band-KL
 
 
 def test_control_rules_bounds():

@@ -127,17 +127,18 @@ def _entropy(weights: np.ndarray) -> np.ndarray:
 
 
 def exact_metrics(log_probs: np.ndarray, task: Task) -> dict[str, np.ndarray]:
-    """Exact metrics of the policy ``log_probs`` (contexts, states, vocab) on
-    ``task``, each a mean over contexts: expected reward; mass of the tail and
-    of the head first tokens; entropy of the first token, of the whole
-    sequence (chain rule), of the first token among the paying ones, and of
-    the first token given that the sequence was rewarded."""
+    """Exact metrics of the policy ``log_probs`` (..., contexts, states,
+    vocab) on ``task`` (its arrays with the same leading axes), each a mean
+    over contexts: expected reward; mass of the tail and of the head first
+    tokens; entropy of the first token, of the whole sequence (chain rule), of
+    the first token among the paying ones, and of the first token given that
+    the sequence was rewarded. Leading axes (seeds) are kept."""
     V = log_probs.shape[-1]
     pi1, pi2, pi3 = _split(np.exp(log_probs), V)
-    q3 = (pi3 * task.ok3).sum(-1)  # P(third kept | second), (C, V)
-    cont = (pi2 * task.ok2 * q3[:, None, :]).sum(-1)  # P(continuation kept | first)
+    q3 = (pi3 * task.ok3).sum(-1)  # P(third kept | second), (..., C, V)
+    cont = (pi2 * task.ok2 * q3[..., None, :]).sum(-1)  # P(continuation kept | first)
     paying = task.pay > 0
-    m2 = np.einsum("cv,cvw->cw", pi1, pi2)  # marginal of the second token
+    m2 = np.einsum("...cv,...cvw->...cw", pi1, pi2)  # marginal of the second token
     seq_entropy = (_entropy(pi1) + (pi1 * _entropy(pi2)).sum(-1)
                    + (m2 * _entropy(pi3)).sum(-1))
     out = {
@@ -149,18 +150,20 @@ def exact_metrics(log_probs: np.ndarray, task: Task) -> dict[str, np.ndarray]:
         "entropy_rewarding": _entropy(pi1 * paying),
         "entropy_given_success": _entropy(pi1 * paying * cont),
     }
-    return {k: v.mean() for k, v in out.items()}
+    return {k: v.mean(-1) for k, v in out.items()}
 
 
-def sequence_kl(old_log_probs: np.ndarray, new_log_probs: np.ndarray) -> float:
+def sequence_kl(old_log_probs: np.ndarray, new_log_probs: np.ndarray):
     """KL(pi_old || pi_new) of the whole sequence distribution (chain rule),
-    mean over contexts; arrays (contexts, states, vocab)."""
+    mean over contexts; arrays (..., contexts, states, vocab). A float, or
+    an array over the leading axes (seeds)."""
     V = old_log_probs.shape[-1]
-    per_state = (np.exp(old_log_probs) * (old_log_probs - new_log_probs)).sum(-1)  # (C, S)
-    k1, k2, k3 = per_state[:, 0], per_state[:, 1:1 + V], per_state[:, 1 + V:]
+    per_state = (np.exp(old_log_probs) * (old_log_probs - new_log_probs)).sum(-1)  # (..., C, S)
+    k1, k2, k3 = per_state[..., 0], per_state[..., 1:1 + V], per_state[..., 1 + V:]
     pi1, pi2, _ = _split(np.exp(old_log_probs), V)
-    m2 = np.einsum("cv,cvw->cw", pi1, pi2)
-    return float((k1 + (pi1 * k2).sum(-1) + (m2 * k3).sum(-1)).mean())
+    m2 = np.einsum("...cv,...cvw->...cw", pi1, pi2)
+    kl = (k1 + (pi1 * k2).sum(-1) + (m2 * k3).sum(-1)).mean(-1)
+    return float(kl) if np.ndim(kl) == 0 else kl
 
 
 def sample(log_probs: torch.Tensor, uniforms: torch.Tensor, vocab: int):
@@ -186,19 +189,50 @@ def grpo_advantages(reward: torch.Tensor) -> torch.Tensor:
     return (reward - reward.mean(-1, keepdim=True)) / (reward.std(-1, keepdim=True) + 1e-6)
 
 
-def _bucket_counts(clipped, old_log_prob, advantage):
-    """Per seed, sign and p bucket: (clipped tokens, tokens), (seeds, 2, buckets)."""
+def bucket_counts(counts, updates: int, old_log_prob, advantage):
+    """Per replica, sign of the advantage and p bucket of the old
+    probability: (clipped token-updates, token-updates), each (replicas, 2,
+    buckets), float64. ``counts`` (replicas, tokens, ...) holds how many of
+    each token's ``updates`` updates (one per epoch) the clip zeroed, as
+    :func:`update_and_count` adds them up; every token is updated once per
+    epoch, so a class's token-updates are ``updates`` times its tokens."""
     p = old_log_prob.exp()
     clipped_n, total = [], []
     for sign in (advantage > 0, advantage < 0):
         row_c, row_t = [], []
         for _, low, high in P_BUCKETS:
             inside = (p >= low) & (p < high) & sign
-            row_c.append((clipped & inside).flatten(1).sum(1))
-            row_t.append(inside.flatten(1).sum(1))
+            row_c.append((counts * inside).flatten(1).sum(1))
+            row_t.append(inside.flatten(1).sum(1).to(torch.float64) * updates)
         clipped_n.append(torch.stack(row_c, 1))
         total.append(torch.stack(row_t, 1))
     return torch.stack(clipped_n, 1).double(), torch.stack(total, 1).double()
+
+
+def update_and_count(optimizer, ratio, advantage, lower, upper, scale: float, counts, pick):
+    """One mini-batch update of the clipped surrogate, and its clip count.
+
+    ``ratio``, ``advantage``, ``lower``, ``upper``: (replicas, tokens of the
+    mini-batch, positions); the loss is each replica's mean of
+    ``clipped_surrogate`` times ``scale``, summed over replicas (their
+    parameters are disjoint, so each trains as it would alone). Then adds 1
+    to ``counts`` (replicas, tokens of the rollout batch, positions) at
+    ``pick`` (the mini-batch's tokens there, ``ratio``'s shape) wherever the
+    clip zeroed this update's gradient: ratio above the upper bound with a
+    positive advantage, or below the lower with a negative one."""
+    loss = clipped_surrogate(ratio, advantage, lower, upper).mean((1, 2)).sum() * scale
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    with torch.no_grad():
+        clipped = ((ratio > upper) & (advantage > 0)) | ((ratio < lower) & (advantage < 0))
+        counts.scatter_add_(1, pick, clipped.to(counts.dtype))
+
+
+def stack_tasks(tasks) -> Task:
+    """The tasks of several replicas as one, with a leading replica axis."""
+    return Task(*(np.stack([getattr(t, f.name) for t in tasks])
+                  for f in dataclasses.fields(Task)))
 
 
 def train(rule, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 0.1,
@@ -215,32 +249,46 @@ def train(rule, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 
     array (steps, seeds)} of ``METRICS``; the clip shares count every
     token-update of the step (NaN where a sign and bucket is empty).
     """
+    return train_rules([rule], config, seeds, optimizer, lr, stream, dtype)[0]
+
+
+def train_rules(rules, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 0.1,
+                stream: int = 0, dtype=torch.float32) -> list[dict[str, np.ndarray]]:
+    """:func:`train` for each rule of ``rules`` at once, on the same seeds:
+    one replica per (rule, seed), all in one table. A seed's task, uniforms
+    and mini-batch orders are drawn once and shared by its replicas, so each
+    rule's result is the one :func:`train` gives it alone (the replicas
+    share no parameter, and Adam and SGD act elementwise). Returns one
+    history per rule, in order."""
     if optimizer not in ("adam", "sgd"):
         raise ValueError(f"optimizer must be 'adam' or 'sgd' (got {optimizer!r})")
+    rules = list(rules)
     seeds = [int(s) for s in seeds]
     rngs = [np.random.default_rng(np.random.SeedSequence([stream, s])) for s in seeds]
-    tasks = [make_task(config, rng) for rng in rngs]
-    N, C, S, V, G = len(seeds), config.contexts, config.states, config.vocab, config.group
+    tasks = stack_tasks([make_task(config, rng) for rng in rngs] * len(rules))
+    n = len(seeds)
+    N, C, S, V, G = n * len(rules), config.contexts, config.states, config.vocab, config.group
     B = C * G // config.minibatches
-    logits = torch.tensor(np.stack([t.prior for t in tasks]), dtype=dtype)
+    logits = torch.tensor(tasks.prior, dtype=dtype)
     logits.requires_grad_()
     opt = (torch.optim.Adam([logits], lr=lr, foreach=True) if optimizer == "adam"
            else torch.optim.SGD([logits], lr=lr))
     table = logits.view(N, C * S, V)  # one row per state
-    pay = torch.tensor(np.stack([t.pay for t in tasks]), dtype=dtype)
-    ok2 = torch.tensor(np.stack([t.ok2 for t in tasks]))
-    ok3 = torch.tensor(np.stack([t.ok3 for t in tasks]))
+    pay = torch.tensor(tasks.pay, dtype=dtype)
+    ok2 = torch.tensor(tasks.ok2)
+    ok3 = torch.tensor(tasks.ok3)
     offset = (torch.arange(C) * S)[None, :, None, None]  # each context's first state
+    cs = torch.arange(C)[None, :, None]
+    ns = torch.arange(N)[:, None, None]
     history: dict[str, list] = {m: [] for m in METRICS}
     with torch.no_grad():
         log_pi = torch.log_softmax(logits, -1)
     for _ in range(config.steps):
         with torch.no_grad():
-            u = torch.tensor(np.stack([rng.random((C, G, LENGTH)) for rng in rngs]), dtype=dtype)
+            u = torch.tensor(np.stack([rng.random((C, G, LENGTH)) for rng in rngs]),
+                             dtype=dtype).repeat(len(rules), 1, 1, 1)
             state, token = sample(log_pi, u, V)
-            cs = torch.arange(C)[None, :, None]
             t1, t2, t3 = token.unbind(-1)
-            ns = torch.arange(N)[:, None, None]
             reward = pay[ns, cs, t1] * ok2[ns, cs, t1, t2] * ok3[ns, cs, t2, t3]
             advantage = grpo_advantages(reward)[..., None].expand(-1, -1, -1, LENGTH)
             row = (offset + state).reshape(N, C * G, LENGTH)  # the state's row in the table
@@ -249,11 +297,13 @@ def train(rule, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 
                 1, row.flatten(1)[..., None].expand(-1, -1, V)).gather(
                 2, token.flatten(1)[..., None]).reshape(row.shape)
             advantage = advantage.reshape(N, C * G, LENGTH)
-            lower, upper = (b.to(dtype) for b in rule.bounds(old))
-        clip_n = torch.zeros(N, 2, len(P_BUCKETS), dtype=torch.float64)
-        clip_t = torch.zeros_like(clip_n)
+            bounds = [rule.bounds(old[i * n:(i + 1) * n]) for i, rule in enumerate(rules)]
+            lower = torch.cat([b[0].to(dtype) for b in bounds])
+            upper = torch.cat([b[1].to(dtype) for b in bounds])
+        counts = torch.zeros(N, C * G, LENGTH, dtype=torch.float64)
         for _ in range(config.epochs):
-            order = torch.tensor(np.stack([rng.permutation(C * G) for rng in rngs]))
+            order = torch.tensor(np.stack([rng.permutation(C * G) for rng in rngs])
+                                 ).repeat(len(rules), 1)
             for m in range(config.minibatches):
                 pick = order[:, m * B:(m + 1) * B, None].expand(-1, -1, LENGTH)
                 rows, toks, adv, old_b, lo, hi = (
@@ -262,23 +312,15 @@ def train(rule, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 
                 visited = table.gather(1, rows.flatten(1)[..., None].expand(-1, -1, V))
                 new = torch.log_softmax(visited, -1).gather(2, toks.flatten(1)[..., None])
                 ratio = torch.exp(new.reshape(rows.shape) - old_b)
-                loss = clipped_surrogate(ratio, adv, lo, hi).mean((1, 2)).sum() * C
-                opt.zero_grad()
-                loss.backward()
-                opt.step()
-                with torch.no_grad():  # where the clip zeroed this update's gradient
-                    clipped = ((ratio > hi) & (adv > 0)) | ((ratio < lo) & (adv < 0))
-                    n, t = _bucket_counts(clipped, old_b, adv)
-                    clip_n += n
-                    clip_t += t
+                update_and_count(opt, ratio, adv, lo, hi, C, counts, pick)
         with torch.no_grad():
             new_log_pi = torch.log_softmax(logits, -1)
+            clip_n, clip_t = bucket_counts(counts, config.epochs, old, advantage)
         old_np = log_pi.reshape(N, C, S, V).double().numpy()
         new_np = new_log_pi.reshape(N, C, S, V).double().numpy()
-        rows = [exact_metrics(new_np[i], tasks[i]) for i in range(N)]
-        for key in rows[0]:
-            history[key].append([r[key] for r in rows])
-        history["step_kl"].append([sequence_kl(old_np[i], new_np[i]) for i in range(N)])
+        for key, value in exact_metrics(new_np, tasks).items():
+            history[key].append(value)
+        history["step_kl"].append(sequence_kl(old_np, new_np))
         signed = clip_t.sum((1, 2))
         history["clipfrac"].append((clip_n.sum((1, 2)) / signed.clamp(min=1)).numpy())
         share = torch.where(clip_t > 0, clip_n / clip_t.clamp(min=1),
@@ -287,4 +329,5 @@ def train(rule, config: TaskConfig, seeds, optimizer: str = "adam", lr: float = 
             for b, (name, _, _) in enumerate(P_BUCKETS):
                 history[f"clip/{sign}/{name}"].append(share[:, a, b])
         log_pi = new_log_pi
-    return {k: np.asarray(v, dtype=float).reshape(config.steps, N) for k, v in history.items()}
+    whole = {k: np.asarray(v, dtype=float).reshape(config.steps, N) for k, v in history.items()}
+    return [{k: v[:, i * n:(i + 1) * n] for k, v in whole.items()} for i in range(len(rules))]
