@@ -232,6 +232,20 @@ def test_user_generator_upper_bound_from_logp_below_the_smallest_normal():
     assert float(lower) == 0.0 and math.isnan(float(upper))
 
 
+@pytest.mark.parametrize("name", ["kl", "chi2", "alpha:3", "tv"])
+def test_upper_bound_from_a_huge_negative_logp_is_inf_not_nan(name):
+    """log p = -1e20 or -1e300 (the table certificate's far point): the scale
+    e^c of the small-p solve came from math.ceil, an int64 in numba, which
+    overflowed into a NaN bound. p f(R) < delta there at any delta in the
+    API's range, so the bound is +inf and the lower bound 0."""
+    logp = np.array([-1e5, -1e20, -1e300])
+    for delta in (1e-300, 0.05, 1e300):
+        assert _truth_beyond_float64(name, -1e5, delta) == mp.inf
+        lower, upper = bs.band_from_logp(logp, delta, name)
+        np.testing.assert_array_equal(upper, np.inf)
+        np.testing.assert_array_equal(lower, 0.0)
+
+
 @pytest.mark.parametrize("delta", [1e-300, 1e-8, 0.05, 10.0, 1e300])
 def test_chi2_one_delta_batch_keeps_subnormal_products(delta):
     """chi2's closed form takes sqrt(delta) sqrt(p (1 - p)), the product

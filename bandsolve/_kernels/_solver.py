@@ -517,7 +517,9 @@ def upper_from_small_logp(log_p, delta, theta, f_at_zero, slope_at_inf, curvatur
     """
     cap = simplex_cap_from_logp(log_p)
     log_delta = math.log(delta)
-    c = math.ceil(_LOG_SCALED_P - log_p)
+    excess = log_delta - log_p  # log(delta / p)
+    # (math.ceil is an int64 in numba: bounded first, log p may be -1e300)
+    c = float(math.ceil(_LOG_SCALED_P - log_p)) if excess < 2000.0 else math.inf
     if log_delta + c <= _LOG_SCALED_MAX:
         a = math.exp(log_p + c)
         b = math.exp(min(c, _LOG_SCALED_MAX))
@@ -529,7 +531,7 @@ def upper_from_small_logp(log_p, delta, theta, f_at_zero, slope_at_inf, curvatur
         if status != STATUS_OK:
             return math.nan, status
         return min(1.0 + m / a, cap), status
-    excess = log_delta - log_p  # log(delta / p), above about 1390
+    # here log(delta / p) is above about 1390
     if growth_exponent > 0.0:
         return min(math.exp((excess - growth_log_coefficient) / growth_exponent), cap), \
             STATUS_OK
