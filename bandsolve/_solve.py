@@ -195,6 +195,25 @@ def _band_fast(request: BandRequest, kernels, tables, warm_start, lower, upper,
     return failures
 
 
+def _upper_from_small_logp(request: BandRequest, kernels, upper) -> None:
+    """The upper bounds of the elements from log p below 2^-1022 (p rounded to
+    a subnormal or 0), which a closed form took from the rounded p: the root
+    finder's, from log p itself (``_solver.upper_from_small_logp``)."""
+    n = upper.size
+    x = np.broadcast_to(request.x, (n,))
+    where = np.flatnonzero((x < _solver.LOG_SMALLEST_NORMAL) & (x > -np.inf))
+    delta = request.delta[where] if request.delta.size > 1 else request.delta
+    sub_lower, sub_upper = np.empty(where.size), np.empty(where.size)
+    sub_status = np.empty(where.size, dtype=np.int8)
+    failures = kernels.band_by_root(np.ascontiguousarray(x[where]), True, delta, *_NO_TABLE,
+                                    sub_lower, sub_upper, sub_status)
+    upper[where] = sub_upper
+    if failures and request.on_failure == "raise":
+        status = np.zeros(n, dtype=np.int8)
+        status[where] = sub_status
+        _raise_solver_failure(request, status, failures)
+
+
 def solve(request: BandRequest, warm_start: WarmStart | None = None,
           out: tuple | None = None, fast: _fast.FastTables | None = None) -> tuple:
     """(lower, upper) of the request's shape (into ``out``, already checked
@@ -225,7 +244,9 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
         upper = np.zeros(n)
     kernels = kernels_for(div)
     if n and kernels.has_closed_form:
-        kernels.band_by_closed_form(request.x, request.from_logp, request.delta, lower, upper)
+        if kernels.band_by_closed_form(request.x, request.from_logp, request.delta, lower,
+                                       upper):
+            _upper_from_small_logp(request, kernels, upper)
     elif n:
         status = np.empty(n, dtype=np.int8)
         tables = _fast_tables(request, kernels, fast)

@@ -31,13 +31,6 @@ LOGP_DELTA_GRID = (1e-8, 1e-3, 0.05, 1.0, 10.0)
 #: digits. Everything else is within the stated tolerance.
 SUBNORMAL_LIMIT = {"rkl": 1e-312}
 
-#: Documented limit (docs/accuracy.md), a known bug to fix: from log p below
-#: log(2.2e-308) = -708.4, p = exp(log p) is a subnormal float64 with fewer
-#: than 53 bits (1 bit at -745), and the upper bounds of chi2 and alpha with
-#: a >= 2, which grow like p^(-1/a) and so stay far below the cap 1/p, are
-#: those of that rounded p: 1.42e161 against 1.88e161 for alpha:2 at log p =
-#: -745. The others take log p exactly where it matters, and are tested to.
-SUBNORMAL_P_FROM_LOGP_INEXACT = ("chi2", "alpha:2", "alpha:3")
 #: log of the smallest normal float64
 LOG_SMALLEST_NORMAL = -708.3964185322641
 

@@ -124,10 +124,11 @@ def _extra_digits(p: float, delta: float, from_logp: bool) -> int:
     with delta = 1e-300 needs 300 more)."""
     import math
 
-    smallest = min(math.exp(p) if from_logp else p, delta)
-    if not smallest > 0.0:
+    if not delta > 0.0 or (p == 0.0 and not from_logp) or p == -math.inf:
         return 0
-    return max(0, int(math.ceil(-math.log10(smallest))) - 10)
+    # log p itself, not exp(log p): the latter is 0 below log p = -745
+    log10_p = p / math.log(10.0) if from_logp else math.log10(p)
+    return max(0, int(math.ceil(-min(log10_p, math.log10(delta)))) - 10)
 
 
 def saturation_gap(name: str, p: float, delta: float, side: str) -> float:

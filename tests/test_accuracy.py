@@ -19,13 +19,11 @@ from hypothesis import strategies as st
 from problems import (
     ALL_DIVERGENCES,
     DELTA_GRID,
-    LOG_SMALLEST_NORMAL,
     LOGP_DELTA_GRID,
     LOGP_GRID,
     P_GRID,
     PROBLEMS,
     SUBNORMAL_LIMIT,
-    SUBNORMAL_P_FROM_LOGP_INEXACT,
 )
 
 import bandsolve as bs
@@ -124,24 +122,128 @@ def test_warm_started_batches_are_as_accurate(name):
     assert np.all(abs(lower - lo_cold) <= 2 * tol(lo_cold))
     assert np.all(abs(upper[finite] - hi_cold[finite]) <= 2 * tol(hi_cold[finite]))
     sample = np.r_[rng.choice(n, 40, replace=False), np.arange(n - 8, n)]
-    if name in SUBNORMAL_P_FROM_LOGP_INEXACT:  # the documented limit, tested below
-        sample = sample[~((logp[sample] < LOG_SMALLEST_NORMAL) & (logp[sample] > -np.inf))]
     _assert_accurate(name, logp[sample], np.full(sample.size, 0.05), lower[sample],
                      upper[sample], from_logp=True)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(name, marks=pytest.mark.xfail(
-        strict=True, reason="documented limit (problems.SUBNORMAL_P_FROM_LOGP_INEXACT)"))
-    if name in SUBNORMAL_P_FROM_LOGP_INEXACT else name for name in ALL_DIVERGENCES])
+@pytest.mark.parametrize("name", ALL_DIVERGENCES)
 def test_from_logp_with_a_subnormal_p_is_accurate(name):
     """log p below -708.4: p itself is a subnormal float64, log p is not. Found
     when the warm-start test took its divergences from the registry (alpha:2
-    was 32% off at log p = -745); strict xfails mark the known ones, so a fix
-    shows as an XPASS."""
+    was 32% off at log p = -745: the bound of the rounded p)."""
     logp = np.array([-709.0, -720.0, -745.0])
     lower, upper = bs.band_from_logp(logp, 0.05, name)
     _assert_accurate(name, logp, np.full(3, 0.05), lower, upper, from_logp=True)
+
+
+def _user_chi2(u):
+    return (u - 1.0) ** 2
+
+
+#: log p from just below the smallest normal p to where exp(log p) is 0
+#: (-1000: p = e^-1000, whose bounds are finite) and far past it (-1e5)
+SMALL_LOGP = (-708.5, -720.0, -740.0, -745.0, -1000.0, -1e5)
+SMALL_LOGP_DELTAS = (1e-8, 0.05, 10.0)
+
+
+def _truth_beyond_float64(name, logp, delta):
+    """The upper bound at 60 digits, or inf where g(R) < delta at R = float64's
+    largest ratio (mpmath's exponent range holds p = e^-1e5): then the bound
+    exceeds float64."""
+    largest = np.finfo(float).max
+    if logp < -math.log(largest):  # else the bound is at most 1/p < R
+        with mp.workdps(ref.DPS):
+            p = mp.exp(mp.mpf(logp))
+            if ref.binary(name, p, 1 - p, mp.mpf(largest)) < delta:
+                return mp.inf
+    return ref.bound(name, logp, delta, "upper", from_logp=True)[0]
+
+
+def _small_logp_solvers(name):
+    """(label, log p array -> upper bounds): every route from log p to the band."""
+    import torch
+
+    import bandsolve.torch as bt
+
+    def numpy_api(logp, delta):
+        return bs.band_from_logp(logp, delta, name)[1]
+
+    def fast_band(logp, delta):
+        return bs.FastBand(name, delta).band_from_logp(logp)[1]
+
+    def torch_api(logp, delta):
+        return bt.band_from_logp(torch.tensor(logp, dtype=torch.float64), delta,
+                                 name)[1].numpy()
+
+    def big_batch(logp, delta):  # the fast path's size, through band_from_logp
+        from bandsolve import _solve
+
+        tiled = np.resize(logp, _solve.FAST_MIN_SIZE)
+        return bs.band_from_logp(tiled, delta, name)[1][:logp.size]
+
+    return (("band_from_logp", numpy_api), ("FastBand", fast_band), ("torch", torch_api),
+            ("fast path", big_batch))
+
+
+@pytest.mark.parametrize("name", ["chi2", "alpha:2", "alpha:3", "alpha:1.5", "kl"])
+def test_upper_bound_from_logp_below_the_smallest_normal_is_not_that_of_the_rounded_p(name):
+    """Below log p = -708.4, exp(log p) is a subnormal float64 with fewer than
+    53 bits (1 at -745, 0 below -745.1), and the upper bounds of chi2 and of
+    alpha with a > 1, which grow like p^(-1/a) and stay far below the cap 1/p,
+    were those of the rounded p (alpha:2 at -745, delta 0.05: 1.42e161
+    against 1.88e161), and (0, inf) where it rounded to 0 (chi2 at -1000 is
+    3.1e216). Now solved from log p itself, by every route."""
+    logp = np.array(SMALL_LOGP)
+    for delta in SMALL_LOGP_DELTAS:
+        truth = [_truth_beyond_float64(name, x, delta) for x in SMALL_LOGP]
+        for label, solver in _small_logp_solvers(name):
+            upper = solver(logp, delta)
+            for x, got, want in zip(SMALL_LOGP, upper, truth):
+                ratio = ref.error_ratio(float(got), want)
+                assert ratio <= 1.0, (label, x, delta, float(got), float(want), ratio)
+
+
+def _user_rkl(u):
+    return u * math.log(u) - u + 1.0 if u > 0.0 else 1.0
+
+
+def test_user_generator_upper_bound_from_logp_below_the_smallest_normal():
+    """The same break for user generators (the root finder's path): rkl by hand
+    (r log r: its bounds from log p = -708.5 to -1000 are finite or past
+    float64, inf at -1e5) against rkl's reference; (u - 1)^2 by hand where
+    f(r) itself fits float64 (a user generator has no log-domain form), and at
+    log p = -1e5, where delta / p passes e^1390 and f grows too fast for the
+    beyond-float64 test, refused with an overflow, never guessed."""
+    user_rkl = bs.Divergence.from_generator("user_rkl", _user_rkl, f_at_zero=1.0)
+    logp = np.array(SMALL_LOGP)
+    for delta in SMALL_LOGP_DELTAS:
+        upper = bs.band_from_logp(logp, delta, user_rkl)[1]
+        for x, got in zip(SMALL_LOGP, upper):
+            want = _truth_beyond_float64("rkl", x, delta)
+            assert ref.error_ratio(float(got), want) <= 1.0, (x, delta, float(got))
+    user_chi2 = bs.Divergence.from_generator("user_chi2", _user_chi2)
+    upper = bs.band_from_logp(np.array([-708.5, -720.0]), 1e-8, user_chi2)[1]
+    for x, got in zip((-708.5, -720.0), upper):
+        want = ref.bound("chi2", x, 1e-8, "upper", from_logp=True)[0]
+        assert ref.error_ratio(float(got), want) <= 1.0, (x, float(got))
+    with pytest.raises(bs.BandSolveError, match="evaluates to \\+inf"):
+        bs.band_from_logp(-1e5, 0.05, user_chi2)
+    lower, upper = bs.band_from_logp(-1e5, 0.05, user_chi2, on_failure="nan")
+    assert float(lower) == 0.0 and math.isnan(float(upper))
+
+
+@pytest.mark.parametrize("name", ["kl", "chi2", "alpha:3", "tv"])
+def test_upper_bound_from_a_huge_negative_logp_is_inf_not_nan(name):
+    """log p = -1e20 or -1e300 (the table certificate's far point): the scale
+    e^c of the small-p solve came from math.ceil, an int64 in numba, which
+    overflowed into a NaN bound. p f(R) < delta there at any delta in the
+    API's range, so the bound is +inf and the lower bound 0."""
+    logp = np.array([-1e5, -1e20, -1e300])
+    for delta in (1e-300, 0.05, 1e300):
+        assert _truth_beyond_float64(name, -1e5, delta) == mp.inf
+        lower, upper = bs.band_from_logp(logp, delta, name)
+        np.testing.assert_array_equal(upper, np.inf)
+        np.testing.assert_array_equal(lower, 0.0)
 
 
 @pytest.mark.parametrize("delta", [1e-300, 1e-8, 0.05, 10.0, 1e300])

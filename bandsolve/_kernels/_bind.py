@@ -50,9 +50,13 @@ class Kernels:
         return div.parameter, div.f_at_zero, div.slope_at_infinity, div.curvature_at_one
 
     def band_by_closed_form(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
-                            lower: np.ndarray, upper: np.ndarray) -> None:
-        """Both bounds of every element from the closed form (never fails)."""
-        specialise(_solver.band_by_closed_form, self.divergence,
+                            lower: np.ndarray, upper: np.ndarray) -> int:
+        """Both bounds of every element from the closed form (never fails);
+        returns the count of elements from log p below
+        ``_solver.LOG_SMALLEST_NORMAL``, whose upper bounds the caller
+        recomputes with :meth:`band_by_root` (the closed form sees the
+        rounded p)."""
+        return specialise(_solver.band_by_closed_form, self.divergence,
                    serial=lower.size < SERIAL_MAX)(
             x, from_logp, delta, self.divergence.parameter, lower, upper)
 
@@ -65,7 +69,12 @@ class Kernels:
         ``_warm_start.NODE_Z``), or empty arrays."""
         return specialise(_solver.band_by_root, self.divergence, serial=lower.size < SERIAL_MAX)(
             x, from_logp, delta, *self._root_constants(), start_upper, start_lower,
-            lower, upper, status)
+            lower, upper, status, *self._growth())
+
+    def _growth(self) -> tuple:
+        """(exponent, log coefficient) of ``growth_at_infinity``; exponent 0 for none."""
+        growth = getattr(self.divergence, "growth_at_infinity", None)
+        return (0.0, 0.0) if growth is None else (float(growth[0]), float(growth[1]))
 
     def binary_divergence(self, p: np.ndarray, r: np.ndarray, out: np.ndarray) -> None:
         """g(p, r) into ``out``."""

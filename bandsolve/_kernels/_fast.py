@@ -47,6 +47,7 @@ import numpy as np
 from numba import prange, types
 
 from ._factory import template
+from ._solver import LOG_SMALLEST_NORMAL as _LOG_SMALLEST_NORMAL
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
 from ._vecmath import _bits, _float, _int_to_float, vexp, vexpm1, vjit
@@ -232,7 +233,12 @@ def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
         upper[i] = math.inf if empty else (
             cap if upper_saturated else min(1.0 + m_hi * inv_p, cap))
         lower[i] = 0.0 if empty or lower_saturated else u2_lo
-        keep = keep or empty
+        if FROM_LOGP:
+            # p below 2^-1022 (subnormal or 0) from a finite log p: p is
+            # rounded, and the root finder takes log p itself
+            keep = (keep and not xi < _LOG_SMALLEST_NORMAL) or xi == -math.inf
+        else:
+            keep = keep or empty
         status[i] = STATUS_OK if keep else STATUS_UNCERTIFIED
         flagged += 0 if keep else 1
     return flagged

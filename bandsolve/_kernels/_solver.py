@@ -469,15 +469,89 @@ def simplex_cap_from_logp(log_p):
     return max(cap * (1.0 - _TWO_TO_MINUS_52), 1.0)
 
 
+# --- p below the smallest normal, from log p --------------------------------------
+#: log 2^-1022: below it exp(log p) is subnormal (fewer than 53 bits; 1 at -745)
+#: or 0, and the upper bound of a rounded p is off wherever it stays below the
+#: cap 1/p (chi2 and alpha with a > 1 grow like p^(-1/a): alpha:2 was 32% off
+#: at log p = -745). ``upper_from_small_logp`` takes log p itself there.
+LOG_SMALLEST_NORMAL = -708.3964185322641
+_LOG_SCALED_P = -690.0  # the scaled p lies in (e^-691, e^-690], where p = 1e-300 is tested
+_LOG_SCALED_MAX = 700.0  # the scaled delta and 1 - p stay below e^700
+_LOG_PROBE = -693.0  # the normal weight the beyond-float64 test evaluates g with
+
+
+@jit
+def _times_exp(delta, c):
+    """delta e^c for an integer c >= 0 where the product is at most e^700, in
+    three factors that never overflow (each partial product is at most the
+    whole)."""
+    c1 = min(c, _LOG_SCALED_MAX)
+    c2 = min(c - c1, _LOG_SCALED_MAX)
+    return delta * math.exp(c1) * math.exp(c2) * math.exp(c - c1 - c2)
+
+
+@template(calls=(solve_margin, perspective))
+def upper_from_small_logp(log_p, delta, theta, f_at_zero, slope_at_inf, curvature, x_start,
+                          growth_exponent, growth_log_coefficient):
+    """(upper bound, STATUS_*) from log p where p = e^(log p) < 2^-1022 is
+    subnormal or 0 in float64, so that 1 - p rounds to 1.
+
+    g is homogeneous: g(l m; l a, l b) = l g(m; a, b), and r = 1 + m/a does
+    not depend on l. With l = e^c, c an integer (so that log p + c is exact),
+    the scaled a = e^(log p + c) is a normal float within an ulp, and the
+    root finder solves (a, b, delta) = (l p, l, l delta) exactly as it solves
+    a normal p. Where c > 700, b = e^700 stands for l: the term b f(1 - m/b)
+    is below e^-600 of delta either way (m = p (r - 1) < e^-680 at every
+    finite r), so the root moves by less than that.
+
+    Where l delta would pass e^700 (delta / p beyond about e^1390), p f(r) =
+    delta is outside float64 and the bound is decided without g:
+    * with the divergence's growth e^k r^n >= f(r) (``growth_at_infinity``;
+      equal to 1e-290 relative there), r = e^((log delta - log p - k) / n);
+    * else the bound is +inf (beyond float64) where a f(R) at R = float64's
+      largest ratio and a = e^-693 is finite: then f(R) < e^1403, and
+      p f(R) < delta; otherwise STATUS_OVERFLOW and NaN (a user generator
+      that grows faster than r^2: the bound may be finite, and is not
+      guessed).
+    The simplex cap e^(-log p) bounds each.
+    """
+    cap = simplex_cap_from_logp(log_p)
+    log_delta = math.log(delta)
+    excess = log_delta - log_p  # log(delta / p)
+    # (math.ceil is an int64 in numba: bounded first, log p may be -1e300)
+    c = float(math.ceil(_LOG_SCALED_P - log_p)) if excess < 2000.0 else math.inf
+    if log_delta + c <= _LOG_SCALED_MAX:
+        a = math.exp(log_p + c)
+        b = math.exp(min(c, _LOG_SCALED_MAX))
+        m, _, code, _ = solve_margin(a, b, _times_exp(delta, c), theta, f_at_zero,
+                                     slope_at_inf, curvature, x_start)
+        status = _margin_status(code, OVERFLOW_M_PINNED)
+        if code == SATURATED:
+            return cap, status
+        if status != STATUS_OK:
+            return math.nan, status
+        return min(1.0 + m / a, cap), status
+    # here log(delta / p) is above about 1390
+    if growth_exponent > 0.0:
+        return min(math.exp((excess - growth_log_coefficient) / growth_exponent), cap), \
+            STATUS_OK
+    probe = math.exp(_LOG_PROBE)
+    value = perspective(probe, probe * _FLOAT_MAX, theta)  # e^-693 f(R)
+    if value == 0.0 or math.log(value) < excess + _LOG_PROBE - 1e-6:
+        return cap, STATUS_OK
+    return math.nan, STATUS_OVERFLOW
+
+
 _ROOT_SIG = types.int64(
     InVec, types.boolean, InVec, types.float64, types.float64, types.float64, types.float64,
-    InVec, InVec, OutVec, OutVec, types.int8[::1],
+    InVec, InVec, OutVec, OutVec, types.int8[::1], types.float64, types.float64,
 )
 
 
-@template(_ROOT_SIG, parallel=True, calls=(solve_margin,))
+@template(_ROOT_SIG, parallel=True, calls=(solve_margin, upper_from_small_logp))
 def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
-                 curvature, start_upper, start_lower, lower, upper, status):
+                 curvature, start_upper, start_lower, lower, upper, status,
+                 growth_exponent, growth_log_coefficient):
     """Bounds for every element by the safeguarded root finder.
 
     ``x`` holds p (or log p where ``from_logp``); ``x`` and ``delta`` have
@@ -486,6 +560,8 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
     ``margin_at`` on ``_warm_start.NODE_Z`` for a single delta, or empty.
     Writes each element's ``STATUS_*`` code into ``status`` (int8) and
     returns the number of elements whose status is not ``STATUS_OK``.
+    ``growth_*``: the divergence's ``growth_at_infinity`` (exponent 0 for
+    none), for upper bounds from log p below ``LOG_SMALLEST_NORMAL``.
     """
     failures = 0
     warm = start_upper.size > 0
@@ -494,7 +570,9 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
     d_step = 1 if delta.size > 1 else 0
     for i in prange(n):
         p, pc = _probability_pair(x[i * x_step], from_logp)
-        if p == 0.0:
+        # p below 2^-1022 from a finite log p: the upper bound from log p itself
+        small = from_logp and -math.inf < x[i * x_step] < LOG_SMALLEST_NORMAL
+        if p == 0.0 and not small:
             lower[i] = 0.0
             upper[i] = math.inf
             status[i] = STATUS_OK
@@ -511,6 +589,21 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
                 if p < 0.015625 else log_p - math.log(pc)
             x_hi = interpolate_start(start_upper, z)
             x_lo = interpolate_start(start_lower, z)
+        if small:
+            upper_small, code_small = upper_from_small_logp(
+                x[i * x_step], d, theta, f_at_zero, slope_at_inf, curvature, x_hi,
+                growth_exponent, growth_log_coefficient)
+            if p == 0.0:  # the lower bound is 0 to within 4 eps (p f(0) < delta, or f(0) = inf)
+                lower[i], upper[i], code = 0.0, upper_small, code_small
+            else:
+                _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f_at_zero, slope_at_inf,
+                                                    curvature, x_lo)
+                lower[i], _, code = _ratio_bounds(p, pc, INTERIOR, u2_lo, code_lo)
+                upper[i] = upper_small
+                code = max(code, code_small)
+            status[i] = code
+            failures += code != STATUS_OK
+            continue
         m_hi, _, code_hi, _ = solve_margin(p, pc, d, theta, f_at_zero, slope_at_inf,
                                            curvature, x_hi)
         _, u2_lo, code_lo, _ = solve_margin(pc, p, d, theta, f_at_zero, slope_at_inf,
@@ -523,7 +616,7 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
     return failures
 
 
-_CLOSED_SIG = types.void(InVec, types.boolean, InVec, types.float64, OutVec, OutVec)
+_CLOSED_SIG = types.int64(InVec, types.boolean, InVec, types.float64, OutVec, OutVec)
 
 
 @template(slots=("CLOSED_FORM",))
@@ -548,7 +641,12 @@ def _closed_form_bounds(p, pc, d, theta):
 
 @template(_CLOSED_SIG, parallel=True, calls=(_closed_form_bounds,))
 def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
-    """Bounds for every element from a closed-form margin (operands as above)."""
+    """Bounds for every element from a closed-form margin (operands as above).
+
+    Returns the number of elements from log p below ``LOG_SMALLEST_NORMAL``:
+    their p is rounded (subnormal or 0), and the closed form's upper bound is
+    that of the rounded p; the caller recomputes those upper bounds with
+    ``band_by_root`` (``upper_from_small_logp``)."""
     n = lower.size
     if x.size == n and delta.size == 1 and not from_logp:
         # The common case, a batch of p and one delta, as a loop of unit
@@ -558,14 +656,17 @@ def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
         for i in prange(n):
             p = x[i]
             lower[i], upper[i] = _closed_form_bounds(p, 1.0 - p, d, theta)
-        return
+        return 0
     x_step = 1 if x.size > 1 else 0
     d_step = 1 if delta.size > 1 else 0
+    small = 0
     for i in prange(n):
         p, pc = _probability_pair(x[i * x_step], from_logp)
         lower[i], upper[i] = _closed_form_bounds(p, pc, delta[i * d_step], theta)
         if from_logp:
             upper[i] = min(upper[i], simplex_cap_from_logp(x[i * x_step]))
+            small += -math.inf < x[i * x_step] < LOG_SMALLEST_NORMAL
+    return small
 
 
 _BINARY_SIG = types.void(InVec, InVec, types.float64, OutVec)

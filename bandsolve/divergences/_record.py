@@ -135,6 +135,14 @@ class Divergence:
         f and f' for SIMD loops, which let the fast path (``FastBand``, and
         ``band`` on large single-delta batches) polish a table start in one
         vectorised Newton step. None: the root finder alone.
+    growth_at_infinity : (float, float) or None
+        (n, k) with f(r) <= e^k r^n for r >= 1, equal to float64 precision
+        wherever e^k r^n exceeds e^1390 at a float64 r (chi2: (2, 0); alpha
+        with a > 1: (a, -log(a (a - 1)))). Upper bounds from log p with
+        delta / p beyond about e^1390 solve p f(r) = delta with it, in
+        logarithms (``_solver.upper_from_small_logp``); without it they are
+        +inf where f grows slower than about r^1.98, else an overflow
+        status. None: no such form.
     verify_tolerance : float
         The certified accuracy ``bandsolve verify`` demands of the convex
         programs for this divergence, in units of min(r, |r - 1|): the largest
@@ -176,6 +184,7 @@ class Divergence:
     exact_form: Callable | None = None
     scaled_conjugate: Callable = scaled_conjugate_unknown
     vector_forms: VectorForms | None = None
+    growth_at_infinity: tuple[float, float] | None = None
     verify_tolerance: float = 1e-7
     textbook: Callable | None = None
     textbook_band: Callable | None = None

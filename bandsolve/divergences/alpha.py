@@ -257,5 +257,8 @@ def alpha_divergence(a: float) -> Divergence:
         parameter=a,
         convex_generator=convex_generator, convex_perspective=convex_perspective,
         convex_log=convex_log, exact_form=exact_form, vector_forms=vector_forms(a),
+        # for a > 1, f(r) <= r^a / (a (a - 1)), short by (1 - a + a r) / r^a,
+        # below e^-600 wherever r^a / (a (a - 1)) > e^1390 at r < 1.8e308
+        growth_at_infinity=(a, -math.log(a * (a - 1.0))) if a > 1.0 else None,
         verify_tolerance=SAMPLES.get(a, 1e-7), textbook=textbook,
     )

@@ -72,4 +72,6 @@ DIVERGENCE = Divergence(
     "chi2", "(u - 1)^2", f, df, conjugate,
     f_at_zero=1.0, slope_at_infinity=math.inf, curvature_at_one=2.0, margins=margins,
     convex_generator=convex_generator, convex_perspective=convex_perspective,
+    # (r - 1)^2 <= r^2, equal to 2/r relative (below e^-690 where r^2 > e^1390)
+    growth_at_infinity=(2.0, 0.0),
     exact_form=exact_form, textbook=textbook, verify_tolerance=1e-7)
