@@ -14,6 +14,7 @@ band replaced by OpenRLHF's fixed interval, and against the surrogate written
 out in numpy with bounds from the numpy core.
 """
 
+import sys
 import types
 
 import numpy as np
@@ -382,6 +383,7 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
         seen["actor_type"] = actor_type
         raise _Stop
 
+    monkeypatch.setattr(sys, "argv", ["bandsolve.torch.openrlhf"])  # main replaces it
     monkeypatch.setattr(ray, "is_initialized", lambda: True)  # no Ray cluster started
     monkeypatch.setattr(launcher, "RayActorGroup", actor_group)
     import openrlhf.utils
@@ -403,6 +405,7 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
     args = seen["strategy"].args
     assert args.band == BandSettings(0.1, "tv", None)
     assert args.actor.model_name_or_path == "tiny-model"
+    assert sys.argv[1:] == argv[5:]  # what OpenRLHF's parser read: the band's options stripped
     # the patches last for the command only
     assert ppo_actor.PolicyModelActor is saved_actor
     assert openrlhf.utils.get_strategy is get_strategy
@@ -425,3 +428,17 @@ def test_the_band_actor_is_openrlhfs_policy_actor():
     cls = plugin.BandPolicyModelActor.__ray_metadata__.modified_class
     assert issubclass(cls, base)
     assert cls.__module__ == "bandsolve.integrations.openrlhf"  # importable in every worker
+
+
+def test_python_dash_m_runs_the_command(monkeypatch):
+    """``python -m bandsolve.torch.openrlhf`` (the alias run as a script) reaches
+    main: a bad --band.delta is refused before OpenRLHF parses anything."""
+    import runpy
+
+    # as in a fresh python -m: the alias not yet imported (here it replaced
+    # itself with the plug-in when this file imported it)
+    monkeypatch.delitem(sys.modules, "bandsolve.torch.openrlhf")
+    monkeypatch.setattr(sys, "argv", ["-m", "--band.delta", "-1", "--actor.model_name_or_path",
+                                      "x"])
+    with pytest.raises(ValueError, match="delta"):
+        runpy.run_module("bandsolve.torch.openrlhf", run_name="__main__")

@@ -26,12 +26,14 @@ Options (all optional; defaults of :class:`bandsolve.torch.BandSettings`):
 Per token, with r = exp(log_probs - old_log_probs) and [lo, hi] the band of
 the old probability, the loss is OpenRLHF's own::
 
-    loss = -min(r A, clip(r, lo, hi) A),   and with --actor.dual_clip c, for A < 0:
+    loss = -min(r A, clip(r, lo, hi) A)
+    and for A < 0 with the dual clip c (--actor.dual_clip):
     loss = -max(min(r A, clip(r, lo, hi) A), c A)
 
 :class:`BandPolicyLoss` computes [lo, hi] and hands them to OpenRLHF's
 ``PolicyLoss.forward`` as per-token ``clip_eps_low = 1 - lo`` and
-``clip_eps_high = hi - 1`` for the call: the surrogate, the dual clip,
+``clip_eps_high = hi - 1`` for the call (in the ratio's dtype: in float32,
+1 - (1 - lo) is lo within 3e-8, exactly for lo >= 0.5): the surrogate, the dual clip,
 token- or sequence-level reduction (``--actor.loss_agg_mode``), the
 train/rollout importance-sampling corrections (``--algo.advantage.is_correction_*``)
 and the metrics (``ppo_clip_ratio``, ``ppo_kl``, ``vllm_kl``, ``is_filter_ratio``)
