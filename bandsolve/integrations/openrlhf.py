@@ -12,11 +12,13 @@ OpenRLHF has no loss registry: ``ActorPPOTrainer.__init__``
 * :data:`BandPolicyModelActor`, OpenRLHF's Ray actor ``PolicyModelActor``
   that calls :func:`use_band` once its trainer is built;
 * :func:`main`, OpenRLHF's ``train_ppo_ray`` command with that actor,
-  the band set by ``--band.*`` options::
+  the band set by ``--band.*`` options.
 
-      python -m bandsolve.torch.openrlhf \\
-          --band.delta 0.05 --band.divergence kl --band.max_ratio 10 \\
-          ...   # the rest: train_ppo_ray's own options, unchanged
+The command::
+
+    python -m bandsolve.torch.openrlhf \\
+        --band.delta 0.05 --band.divergence kl --band.max_ratio 10 \\
+        ...   # the rest: train_ppo_ray's own options, unchanged
 
 Options (all optional; defaults of :class:`bandsolve.torch.BandSettings`):
 ``--band.delta`` (0.05), ``--band.divergence`` (kl; any name
