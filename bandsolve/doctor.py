@@ -19,8 +19,11 @@ swallows, beside the rest of what an install needs:
   with the attributes the plug-in sets;
 * the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL itself needs
   Python 3.12 or later);
+* the OpenRLHF plug-in: ``import bandsolve.torch.openrlhf`` (OpenRLHF's
+  modules import flash-attn and vLLM, which install only with CUDA);
 * for each installed trainer, whether its hook really serves the band: the
-  loss verl's and SkyRL's registries return for ``bandpo``, run on two tokens
+  loss verl's and SkyRL's registries return for ``bandpo`` (for OpenRLHF, the
+  ``actor_loss_fn`` the plug-in puts on an ``ActorPPOTrainer``), run on two tokens
   where the band and a fixed clip disagree, must pass the one and stop the
   other (``... serves the band``; a FAIL says which way it went instead).
 
@@ -64,15 +67,17 @@ _PACKAGES = (
     (("trl",), "trl", "trl"),
     (("transformers",), "transformers", "trl"),
     (("skyrl", "skyrl-train"), "skyrl", "skyrl"),
+    (("openrlhf",), "openrlhf", "openrlhf"),
 )
 _OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch", "verl", "trl",
-             "transformers", "skyrl"}
+             "transformers", "skyrl", "openrlhf"}
 
 _VERL_PLUGIN = "bandsolve.torch.verl"
 # what the entry point names: it registers bandpo and imports _VERL_PLUGIN on first use
 _VERL_ENTRY_MODULE = "bandsolve.integrations.verl_entry_point"
 _TRL_PLUGIN = "bandsolve.torch.trl"
 _SKYRL_PLUGIN = "bandsolve.torch.skyrl"
+_OPENRLHF_PLUGIN = "bandsolve.torch.openrlhf"
 _ENTRY_POINT = "bandpo"
 
 
@@ -635,6 +640,42 @@ def _check_skyrl() -> list:
     return checks
 
 
+def _check_openrlhf() -> list:
+    name = "openrlhf plug-in import"
+    if _version("openrlhf") is None and importlib.util.find_spec("openrlhf") is None:
+        return [Check(name, None, "openrlhf not installed (optional)", _pip("openrlhf"))]
+    try:
+        plugin = _import_module(_OPENRLHF_PLUGIN)
+    except Exception as exc:  # noqa: BLE001
+        text = _error_text(exc)
+        missing = getattr(exc, "name", None)
+        if isinstance(exc, ImportError) and missing in ("flash_attn", "vllm"):
+            fix = (f"OpenRLHF's modules import {missing}, which installs only with CUDA: on a "
+                   "GPU machine install OpenRLHF as its docs say (pip install openrlhf[vllm]), "
+                   "then " + _pip("openrlhf"))
+        else:
+            fix = _pip("openrlhf") + " (openrlhf>=0.11.2,<0.12); the error above names the " \
+                                     "missing or incompatible piece"
+        return [Check(name, False, f"import {_OPENRLHF_PLUGIN} failed: {text}", fix)]
+    checks = [Check(name, True, f"import {_OPENRLHF_PLUGIN} succeeded: BandPolicyLoss "
+                                "subclasses OpenRLHF's PolicyLoss")]
+    policy_loss = _import_module("openrlhf.models.loss").PolicyLoss
+    band = _import_module("bandsolve.torch").BandSettings(delta=_PROBE_DELTA, divergence="kl")
+
+    def openrlhf_loss(old, new, advantages, mask):
+        # a trainer as ActorPPOTrainer leaves it: OpenRLHF's PolicyLoss at its
+        # default clip (0.2), then swapped by the plug-in
+        trainer = type("Trainer", (), {})()
+        trainer.actor_loss_fn = policy_loss(clip_eps_low=0.2, clip_eps_high=0.2)
+        plugin.use_band(trainer, band)
+        return trainer.actor_loss_fn(new, old, advantages, action_mask=mask)[0]
+
+    checks.append(_guarded_check("openrlhf serves the band", lambda: _serves_band(
+        "openrlhf serves the band", openrlhf_loss,
+        f"install a supported openrlhf: {plugin.SUPPORTED_OPENRLHF}")))
+    return checks
+
+
 _CHECKS = (
     ("versions", _check_versions),
     ("numba kernels", _check_kernels),
@@ -643,6 +684,7 @@ _CHECKS = (
     ("verl plug-in", _check_verl),
     ("trl plug-in", _check_trl),
     ("skyrl plug-in", _check_skyrl),
+    ("openrlhf plug-in", _check_openrlhf),
 )
 
 

@@ -24,6 +24,7 @@ PAGES = ["math/index.html", "accuracy/index.html", "reference/api/index.html",
          "reference/torch/index.html", "reference/plugins/index.html"]
 #: every trainer page, and the reference of their plug-ins
 TRAINER_PAGES = ["losses/index.html", "verl/index.html", "trl/index.html", "skyrl/index.html",
+                 "openrlhf/index.html",
                  "reference/plugins/index.html"]
 
 

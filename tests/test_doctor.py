@@ -398,3 +398,59 @@ def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
     (_, serves) = doctor._check_skyrl()
     assert serves.ok is False and "both tokens clipped" in serves.detail, serves
     assert _reinstalls(serves.fix, "skyrl")
+
+
+# ------------------------------------------------------------------ OpenRLHF
+
+HAS_OPENRLHF = importlib.util.find_spec("openrlhf") is not None
+
+
+def test_openrlhf_without_flash_attn_says_it_needs_cuda(monkeypatch):
+    """OpenRLHF's modules import flash_attn at their top: where it is missing
+    (any machine without CUDA), the fix says so instead of a reinstall."""
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda d: "0.11.2" if d == "openrlhf" else real(d))
+    error = ModuleNotFoundError("No module named 'flash_attn'", name="flash_attn")
+    monkeypatch.setattr(doctor, "_import_module",
+                        _failing_import("bandsolve.torch.openrlhf", error))
+    (check,) = doctor._check_openrlhf()
+    assert check.ok is False and "flash_attn" in check.detail
+    assert "CUDA" in check.fix and _reinstalls(check.fix, "openrlhf")
+
+
+def test_openrlhf_absent_is_not_applicable(monkeypatch):
+    monkeypatch.setattr(doctor, "_version", lambda d: None)
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
+    (check,) = doctor._check_openrlhf()
+    assert check.ok is None and _reinstalls(check.fix, "openrlhf")
+
+
+@pytest.fixture
+def openrlhf_importable():
+    """OpenRLHF with flash_attn and vllm stood in for where CUDA is missing
+    (tests/openrlhf_stand_ins.py)."""
+    import openrlhf_stand_ins
+
+    openrlhf_stand_ins.install()
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_OPENRLHF, reason="openrlhf not installed")
+def test_openrlhf_plugin_ok(openrlhf_importable):
+    checks = doctor._check_openrlhf()
+    assert [c.name for c in checks] == ["openrlhf plug-in import", "openrlhf serves the band"]
+    assert all(c.ok is True for c in checks), checks
+    assert _by_name(doctor._check_versions(), "openrlhf").ok is True
+
+
+@pytest.mark.trainers
+@pytest.mark.skipif(not HAS_OPENRLHF, reason="openrlhf not installed")
+def test_openrlhf_trainer_left_on_its_own_clip_is_reported(openrlhf_importable, monkeypatch):
+    """A use_band that leaves ActorPPOTrainer's PolicyLoss in place (the fixed
+    [0.8, 1.2]) is found by running the loss the trainer would run."""
+    import bandsolve.torch.openrlhf as plugin
+
+    monkeypatch.setattr(plugin, "use_band", lambda trainer, band=None: trainer.actor_loss_fn)
+    serves = _by_name(doctor._check_openrlhf(), "openrlhf serves the band")
+    assert serves.ok is False and "both tokens clipped" in serves.detail, serves
+    assert "openrlhf>=0.11.2,<0.12" in serves.fix

@@ -20,11 +20,11 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bandsolve"
 #: the layers above the core, from the top down: each may import those below
 #: it and the core, never one above
 UPPER = ("cli", "paper_repro", "analysis", "integrations")
-#: bandsolve.torch.verl, .trl and .skyrl are the plug-ins' first import paths,
+#: bandsolve.torch.verl, .trl, .skyrl and .openrlhf are the plug-ins' first import paths,
 #: aliases that replace themselves with bandsolve.integrations' modules: they
 #: belong to the plug-in layer, wherever they sit
 ALIASES = {"bandsolve.torch.verl": "integrations", "bandsolve.torch.trl": "integrations",
-           "bandsolve.torch.skyrl": "integrations"}
+           "bandsolve.torch.skyrl": "integrations", "bandsolve.torch.openrlhf": "integrations"}
 
 
 def _module_name(path: Path) -> str:

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-TRAINERS = ("verl", "trl", "skyrl")
+TRAINERS = ("verl", "trl", "skyrl", "openrlhf")
 IN_TRAINER_ENV = any(importlib.util.find_spec(t) is not None for t in TRAINERS)
 trainer_env = pytest.mark.skipif(not IN_TRAINER_ENV, reason="needs a trainer's environment")
 
@@ -24,15 +24,17 @@ trainer_env = pytest.mark.skipif(not IN_TRAINER_ENV, reason="needs a trainer's e
 #: import of that module adds beyond torch, numpy and numba, one a line.
 #: Allowed: the standard library, bandsolve, modules made at run time (no
 #: file: torch generates some), and every distribution torch, numpy and numba
-#: require, recursively. torch, numpy and numba are imported first, and one
-#: function compiled, so that what they load on their own (optional extras
-#: of theirs such as scipy) is not charged to the module.
+#: require, recursively, with torch's optional ones (its extras: torch._dynamo
+#: imports optree where OpenRLHF's environment has it). torch, numpy and
+#: numba are imported first, and one function compiled, so that what they
+#: load on their own (optional extras of theirs such as scipy) is not charged
+#: to the module.
 CHECK = textwrap.dedent("""
     import importlib, importlib.metadata as md, re, sys
     import numba, numpy, torch
     numba.njit(lambda x: x + 1)(1)
 
-    def closure(roots):
+    def closure(roots, extras_of=()):
         seen, todo = set(), list(roots)
         while todo:
             name = todo.pop()
@@ -45,11 +47,13 @@ CHECK = textwrap.dedent("""
             except md.PackageNotFoundError:
                 continue
             for line in requires:
-                if "extra ==" not in line:  # a dependency's own extras are not installed
+                # a dependency's own extras are not installed, but torch's
+                # (optree: torch._dynamo imports it where it is) are torch's
+                if "extra ==" not in line or key in extras_of:
                     todo.append(re.split(r"[ ;<>=!~\\[(]", line.strip(), maxsplit=1)[0])
         return seen
 
-    allowed = closure(["torch", "numpy", "numba"])
+    allowed = closure(["torch", "numpy", "numba"], extras_of=("torch",))
     providers = md.packages_distributions()
     before = {m.split(".")[0] for m in sys.modules}
     importlib.import_module(sys.argv[1])

@@ -2,12 +2,13 @@
 # Each trainer's plug-in tests, in its own virtual environment built from the
 # install line its docs give (docs/verl.md, docs/trl.md, docs/skyrl.md): verl
 # with the TRL its engine pins (at 0.9.x, and at 0.8.0, which rLLM pins), TRL alone at both ends of its pin, and SkyRL on
-# Python 3.12. No --no-deps anywhere: each resolution is the trainer's own.
+# Python 3.12, and OpenRLHF (docs/openrlhf.md) less its CUDA-only flash-attn.
+# No other --no-deps: each resolution is the trainer's own.
 # In each, tests/test_light_install.py checks that the trainer's extra brought
 # the light core only: no cvxpy, clarabel or matplotlib, and nothing beyond
 # torch, numpy and numba loaded by import bandsolve.torch.
 #
-#   bash tests/trainer_envs.sh [verl] [verl-0.8] [trl-lowest] [trl] [skyrl]   (default: all)
+#   bash tests/trainer_envs.sh [verl] [verl-0.8] [trl-lowest] [trl] [skyrl] [openrlhf]   (default: all)
 #
 # The environments live in .trainer-envs/ (git-ignored) and are reused when
 # their install line has not changed; pip's cache is shared between them.
@@ -53,19 +54,58 @@ make_env() {
     fi
 }
 
+# OpenRLHF requires flash-attn==2.8.3, whose build needs CUDA: its documented
+# line (pip install openrlhf) cannot install on a machine without it. The
+# environment is that install less flash-attn: openrlhf without dependencies,
+# then every requirement its metadata declares except flash-attn, at
+# OpenRLHF's own pins (deepspeed 0.19.6, transformers 5.15.0, ray[default]
+# 2.55.0, ...), with bandsolve. pip check may report that one absence, no other.
+OPENRLHF="openrlhf==0.11.2"
+make_openrlhf_env() {
+    local name="$1" python="$2" venv="$ENVS/$1"
+    shift 2
+    local stamp="$OPENRLHF $*"
+    if [ ! -x "$venv/bin/python" ] || [ "$(cat "$venv/.install-line" 2>/dev/null)" != "$stamp" ] \
+            || [ -n "${CI:-}" ]; then
+        rm -rf "$venv"
+        "$python" -m venv "$venv"
+        "$venv/bin/python" -m pip install --quiet --upgrade pip
+        "$venv/bin/python" -m pip install --quiet --no-deps "$OPENRLHF"
+        local requirements
+        requirements="$("$venv/bin/python" -c '
+import importlib.metadata as md, re
+for line in md.requires("openrlhf"):
+    name = re.split(r"[ ;<>=!~\[(]", line.strip(), maxsplit=1)[0]
+    if "extra ==" not in line and name.lower() != "flash-attn":
+        print(line.split(";")[0].strip())')"
+        echo "[$name] pip install --no-deps $OPENRLHF; pip install $* <openrlhf's requirements but flash-attn>"
+        # shellcheck disable=SC2086  # one requirement a line, none with spaces
+        "$venv/bin/python" -m pip install --quiet "$@" $requirements
+        local problems
+        problems="$("$venv/bin/python" -m pip check 2>&1 | grep -v 'requires flash-attn, which is not installed' || true)"
+        if [ -n "$problems" ] && [ "$problems" != "No broken requirements found." ]; then
+            echo "$problems" >&2
+            return 1
+        fi
+        echo "$stamp" > "$venv/.install-line"
+    fi
+}
+
 run_tests() {
     local name="$1"
     shift
     echo "[$name] $("$ENVS/$name/bin/python" -m pip list 2>/dev/null \
-        | grep -Ei '^(verl|trl|transformers|skyrl|torch) ' | tr -s ' ' | tr '\n' ';')"
+        | grep -Ei '^(verl|trl|transformers|skyrl|openrlhf|deepspeed|ray|torch) ' | tr -s ' ' | tr '\n' ';')"
     "$ENVS/$name/bin/python" -m pytest -q -p no:cacheprovider -m trainers "$@"
 }
 
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(verl verl-0.8 trl-lowest trl skyrl)
+[ ${#targets[@]} -eq 0 ] && targets=(verl verl-0.8 trl-lowest trl skyrl openrlhf)
 
-# install_line NAME: sets LINE to the python and pip arguments of NAME's environment
+# install_line NAME: sets BUILD to the function that builds NAME's environment
+# and LINE to its python and pip arguments
 install_line() {
+    BUILD=make_env
     case "$1" in
         verl) LINE=(python3 "$TORCH" "$ROOT[test,verl]") ;;
         # rLLM pins verl==0.8.0
@@ -74,7 +114,8 @@ install_line() {
         trl) LINE=(python3 "$TORCH" "$ROOT[test,trl]") ;;
         skyrl) local python; python="$(python312)" || return 1
                LINE=("$python" "$TORCH" "$ROOT[test,skyrl]") ;;
-        *) echo "unknown trainer environment: $1 (verl, verl-0.8, trl-lowest, trl, skyrl)" >&2
+        openrlhf) BUILD=make_openrlhf_env; LINE=(python3 "$TORCH" "$ROOT[test,torch]") ;;
+        *) echo "unknown trainer environment: $1 (verl, verl-0.8, trl-lowest, trl, skyrl, openrlhf)" >&2
            return 2 ;;
     esac
 }
@@ -85,7 +126,7 @@ install_line() {
 declare -A builds
 for target in "${targets[@]}"; do
     install_line "$target" || exit 2
-    make_env "$target" "${LINE[@]}" > "$ENVS/$target.log" 2>&1 &
+    "$BUILD" "$target" "${LINE[@]}" > "$ENVS/$target.log" 2>&1 &
     builds[$target]=$!
 done
 for target in "${targets[@]}"; do
@@ -117,6 +158,9 @@ for target in "${targets[@]}"; do
                 tests/test_light_install.py ;;
         skyrl)
             run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py ;;
+        openrlhf)
+            run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py \
                 tests/test_light_install.py ;;
     esac
 done

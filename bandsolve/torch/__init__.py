@@ -10,8 +10,9 @@
 * :func:`policy_loss` with :class:`PolicyLossConfig`: the clipped surrogate,
   dual clip, verl's loss aggregation modes, and metrics; :func:`loss_terms`,
   its per-token terms, which the trainer plug-ins aggregate their own way.
-* Trainer plug-ins live in ``bandsolve.integrations`` (verl, TRL, SkyRL);
-  ``bandsolve.torch.verl``, ``.trl`` and ``.skyrl`` are their import paths.
+* Trainer plug-ins live in ``bandsolve.integrations`` (verl, TRL, SkyRL,
+  OpenRLHF); ``bandsolve.torch.verl``, ``.trl``, ``.skyrl`` and ``.openrlhf``
+  are their import paths.
 """
 
 from .._extras import require

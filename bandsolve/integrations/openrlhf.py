@@ -1,0 +1,265 @@
+"""OpenRLHF plug-in: the band as the PPO clip of OpenRLHF's actor (OpenRLHF 0.11.x, unmodified).
+
+OpenRLHF has no loss registry: ``ActorPPOTrainer.__init__``
+(``openrlhf/trainer/ray/ppo_actor.py``) builds its ``PolicyLoss``
+(``openrlhf/models/loss.py``) as ``self.actor_loss_fn``, and
+``training_step`` calls that. This module gives
+
+* :class:`BandPolicyLoss`, OpenRLHF's ``PolicyLoss`` with the band in place
+  of [1 - clip_eps_low, 1 + clip_eps_high];
+* :func:`use_band`, which swaps a trainer's ``actor_loss_fn`` for one, with
+  every other setting of the trainer's own;
+* :data:`BandPolicyModelActor`, OpenRLHF's Ray actor ``PolicyModelActor``
+  that calls :func:`use_band` once its trainer is built;
+* :func:`main`, OpenRLHF's ``train_ppo_ray`` command with that actor,
+  the band set by ``--band.*`` options.
+
+The command::
+
+    python -m bandsolve.torch.openrlhf \\
+        --band.delta 0.05 --band.divergence kl --band.max_ratio 10 \\
+        ...   # the rest: train_ppo_ray's own options, unchanged
+
+Options (all optional; defaults of :class:`bandsolve.torch.BandSettings`):
+``--band.delta`` (0.05), ``--band.divergence`` (kl; any name
+``bandsolve.band`` accepts), ``--band.max_ratio`` (10; ``none`` for no cap),
+``--band.validate`` (true: NaN and +inf old log-probabilities fail the step).
+
+Per token, with r = exp(log_probs - old_log_probs) and [lo, hi] the band of
+the old probability, the loss is OpenRLHF's own::
+
+    loss = -min(r A, clip(r, lo, hi) A)
+    and for A < 0 with the dual clip c (--actor.dual_clip):
+    loss = -max(min(r A, clip(r, lo, hi) A), c A)
+
+:class:`BandPolicyLoss` computes [lo, hi] and hands them to OpenRLHF's
+``PolicyLoss.forward`` as per-token ``clip_eps_low = 1 - lo`` and
+``clip_eps_high = hi - 1`` for the call (in the ratio's dtype: in float32,
+1 - (1 - lo) is lo within 3e-8, exactly for lo >= 0.5): the surrogate, the dual clip,
+token- or sequence-level reduction (``--actor.loss_agg_mode``), the
+train/rollout importance-sampling corrections (``--algo.advantage.is_correction_*``)
+and the metrics (``ppo_clip_ratio``, ``ppo_kl``, ``vllm_kl``, ``is_filter_ratio``)
+are OpenRLHF's code. ``--actor.eps_clip`` / ``--actor.eps_clip_low_high``
+are not used. ``--actor.policy_loss_type gspo`` is refused: its ratio is one
+number per sequence, the band an interval per token.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import runpy
+import sys
+from collections.abc import Iterator, Sequence
+
+import ray
+import torch
+from openrlhf.models.loss import PolicyLoss
+from openrlhf.trainer.ray import ppo_actor
+
+from ..torch.settings import BandSettings
+
+__all__ = ["BandPolicyLoss", "use_band", "BandPolicyModelActor", "band_in_openrlhf",
+           "parse_band_args", "main", "SUPPORTED_OPENRLHF"]
+
+SUPPORTED_OPENRLHF = "openrlhf>=0.11.2,<0.12 (tested at 0.11.2)"
+
+
+class BandPolicyLoss(PolicyLoss):
+    """OpenRLHF's ``PolicyLoss`` clipping to the band of each token's old probability.
+
+    Parameters
+    ----------
+    band : BandSettings
+        The band (delta, divergence, max_ratio, validate).
+    **policy_loss_kwargs
+        OpenRLHF's ``PolicyLoss`` arguments (``dual_clip``,
+        ``token_level_loss``, ``is_correction_*``); ``clip_eps_low`` and
+        ``clip_eps_high`` are kept but not used.
+
+    Raises
+    ------
+    ValueError
+        ``policy_loss_type`` other than ``"ppo"``.
+    TypeError
+        ``band`` is not a BandSettings.
+    """
+
+    def __init__(self, band: BandSettings | None = None, **policy_loss_kwargs):
+        super().__init__(**policy_loss_kwargs)
+        if self.policy_loss_type != "ppo":
+            raise ValueError(f"the band is a per-token interval: policy_loss_type must be 'ppo' "
+                             f"(got {self.policy_loss_type!r}; gspo's ratio is per sequence)")
+        band = BandSettings() if band is None else band
+        if not isinstance(band, BandSettings):
+            raise TypeError(f"band must be a bandsolve.torch.BandSettings (got "
+                            f"{type(band).__name__})")
+        self.band = band
+
+    @classmethod
+    def from_policy_loss(cls, policy_loss: PolicyLoss, band: BandSettings | None = None
+                         ) -> BandPolicyLoss:
+        """The band's loss with every setting of ``policy_loss`` (an OpenRLHF
+        ``PolicyLoss``, as ``ActorPPOTrainer`` built it from its arguments)."""
+        if not isinstance(policy_loss, PolicyLoss):
+            raise TypeError(f"expected OpenRLHF's PolicyLoss (got {type(policy_loss).__name__})")
+        names = [name for name in inspect.signature(PolicyLoss.__init__).parameters
+                 if name != "self"]
+        missing = [name for name in names if not hasattr(policy_loss, name)]
+        if missing:
+            raise _unsupported(f"PolicyLoss keeps no attribute for its arguments {missing}")
+        return cls(band, **{name: getattr(policy_loss, name) for name in names})
+
+    def forward(self, log_probs: torch.Tensor, old_log_probs: torch.Tensor,
+                advantages: torch.Tensor, action_mask: torch.Tensor | None = None,
+                rollout_log_probs: torch.Tensor | None = None, *args, **kwargs):
+        """OpenRLHF's ``PolicyLoss.forward`` (same arguments, same return
+        tuple: loss, clip_ratio, ppo_kl, vllm_kl, is_filter_ratio) with the band
+        as the clip interval."""
+        lower, upper = self.band.bounds(old_log_probs.detach(), mask=action_mask)
+        # OpenRLHF clamps r to [1 - clip_eps_low, 1 + clip_eps_high]: these
+        # per-token values make that [lo, hi]. In the ratio's dtype: OpenRLHF's
+        # clip_ratio counts clamp(r) A < r A, which needs both sides rounded
+        # alike (float32: 1 - (1 - lo) is lo within 3e-8, exact for lo >= 0.5)
+        dtype = torch.result_type(log_probs, old_log_probs)
+        fixed = self.clip_eps_low, self.clip_eps_high
+        self.clip_eps_low = 1.0 - lower.to(dtype)
+        self.clip_eps_high = upper.to(dtype) - 1.0
+        try:
+            return super().forward(log_probs, old_log_probs, advantages, action_mask,
+                                   rollout_log_probs, *args, **kwargs)
+        finally:
+            self.clip_eps_low, self.clip_eps_high = fixed
+
+
+def use_band(trainer, band: BandSettings | None = None) -> BandPolicyLoss:
+    """Make ``trainer`` (OpenRLHF's ``ActorPPOTrainer``) clip to the band:
+    its ``actor_loss_fn`` becomes a :class:`BandPolicyLoss` with the
+    settings of the one it had. Returns the new loss.
+
+    Raises
+    ------
+    TypeError
+        ``trainer.actor_loss_fn`` is not OpenRLHF's PolicyLoss.
+    ValueError
+        As :class:`BandPolicyLoss` (``policy_loss_type`` gspo).
+    """
+    current = getattr(trainer, "actor_loss_fn", None)
+    if current is None:
+        raise _unsupported(f"{type(trainer).__name__} has no actor_loss_fn")
+    trainer.actor_loss_fn = BandPolicyLoss.from_policy_loss(current, band)
+    return trainer.actor_loss_fn
+
+
+def _band_of(args) -> BandSettings:
+    """The band :func:`band_in_openrlhf` put on OpenRLHF's args (defaults if none)."""
+    band = getattr(args, "band", None)
+    return band if isinstance(band, BandSettings) else BandSettings()
+
+
+class _BandPolicyModelActor(ppo_actor.PolicyModelActor.__ray_metadata__.modified_class):
+    """OpenRLHF's ``PolicyModelActor``; its trainer clips to the band in
+    ``strategy.args.band`` (put there by :func:`band_in_openrlhf`)."""
+
+    def init_model_from_pretrained(self, strategy, *args, **kwargs):
+        super().init_model_from_pretrained(strategy, *args, **kwargs)
+        use_band(self.trainer, _band_of(strategy.args))
+
+
+#: OpenRLHF's Ray actor ``PolicyModelActor`` (one GPU, as OpenRLHF's) whose
+#: ``ActorPPOTrainer`` clips to the band: :func:`use_band` after OpenRLHF built it
+BandPolicyModelActor = ray.remote(num_gpus=1)(_BandPolicyModelActor)
+
+
+@contextlib.contextmanager
+def band_in_openrlhf(band: BandSettings) -> Iterator[None]:
+    """Within: OpenRLHF's ``train_ppo_ray`` starts :data:`BandPolicyModelActor`
+    in place of its ``PolicyModelActor``, and its strategy's args carry
+    ``band`` (``args.band``) to every actor process. For this process only."""
+    import openrlhf.utils
+
+    get_strategy = openrlhf.utils.get_strategy
+
+    def get_strategy_with_band(args):
+        args.band = band
+        return get_strategy(args)
+
+    saved = ppo_actor.PolicyModelActor
+    ppo_actor.PolicyModelActor = BandPolicyModelActor
+    openrlhf.utils.get_strategy = get_strategy_with_band
+    try:
+        yield
+    finally:
+        ppo_actor.PolicyModelActor = saved
+        openrlhf.utils.get_strategy = get_strategy
+
+
+_BAND_OPTIONS = {"--band.delta": "delta", "--band.divergence": "divergence",
+                 "--band.max_ratio": "max_ratio", "--band.validate": "validate"}
+
+
+def parse_band_args(argv: Sequence[str]) -> tuple[BandSettings, list[str]]:
+    """(the band, the other arguments) from a command line: ``--band.<key>
+    value`` or ``--band.<key>=value`` for delta, divergence, max_ratio
+    (``none``: no cap) and validate (true / false).
+
+    Raises
+    ------
+    ValueError
+        An unknown ``--band.`` option, one without a value, or a bad value
+        (as :class:`BandSettings`).
+    """
+    values: dict[str, str] = {}
+    rest: list[str] = []
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if not item.startswith("--band."):
+            rest.append(item)
+            i += 1
+            continue
+        option, has_value, value = item.partition("=")
+        if option not in _BAND_OPTIONS:
+            raise ValueError(f"unknown option {option} (the band's: {', '.join(_BAND_OPTIONS)})")
+        if not has_value:
+            if i + 1 >= len(items) or items[i + 1].startswith("--"):
+                raise ValueError(f"{option} needs a value")
+            value = items[i + 1]
+            i += 1
+        values[_BAND_OPTIONS[option]] = value
+        i += 1
+    settings: dict[str, object] = {}
+    if "delta" in values:
+        settings["delta"] = float(values["delta"])
+    if "divergence" in values:
+        settings["divergence"] = values["divergence"]
+    if "max_ratio" in values:
+        cap = values["max_ratio"]
+        settings["max_ratio"] = None if cap.lower() in ("none", "null") else float(cap)
+    if "validate" in values:
+        flag = values["validate"].lower()
+        if flag not in ("true", "false"):
+            raise ValueError(f"--band.validate must be true or false (got {values['validate']!r})")
+        settings["validate"] = flag == "true"
+    return BandSettings(**settings), rest  # type: ignore[arg-type]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m bandsolve.torch.openrlhf [--band.* ...] <train_ppo_ray options>``:
+    OpenRLHF's ``openrlhf.cli.train_ppo_ray`` with the band as the actor's clip."""
+    band, rest = parse_band_args(sys.argv[1:] if argv is None else argv)
+    sys.argv = ["openrlhf.cli.train_ppo_ray", *rest]
+    with band_in_openrlhf(band):
+        runpy.run_module("openrlhf.cli.train_ppo_ray", run_name="__main__", alter_sys=True)
+
+
+def _unsupported(what: str) -> RuntimeError:
+    import importlib.metadata
+
+    try:
+        version = importlib.metadata.version("openrlhf")
+    except importlib.metadata.PackageNotFoundError:
+        version = "?"
+    return RuntimeError(f"bandsolve's OpenRLHF plug-in does not support the installed openrlhf "
+                        f"{version}: {what}. Supported: {SUPPORTED_OPENRLHF}.")
