@@ -192,3 +192,35 @@ def test_vexp_is_within_one_ulp():
                         rng.uniform(0.0, 709.0, 4000)])
     errors = _ulp_errors("vexp", x)
     assert np.max(errors) < 1.0, float(x[int(np.argmax(errors))])
+
+
+@numba.njit(fastmath={"contract"}, error_model="numpy")
+def _exp_parts(y):
+    out = np.empty((3, y.size))
+    for i in range(y.size):
+        out[0, i], out[1, i], out[2, i] = vm.vexp_parts(y[i])
+    return out
+
+
+def test_exp_parts_against_mpmath():
+    """vexp_parts, which the fast path's polish evaluates f at u2 = e^-v
+    with: e^y and e^y - 1 within ULP_BOUND ulp, and e^y - 1 - y within
+    8 eps relative (its select at |y| = ln2/2 cancels by a factor 6), from
+    y = -800 to 700, with the edges of the select and of underflow."""
+    rng = np.random.default_rng(5)
+    magnitudes = np.concatenate([np.geomspace(1e-300, 745.0, 1500), rng.uniform(0.0, 2.0, 1000),
+                                 [0.34657359027997264, 0.3465735902799727, 0.5, 0.75, 50.0]])
+    y = np.concatenate([-magnitudes, magnitudes[magnitudes < 700.0], [-800.0, 0.0]])
+    exp_y, expm1_y, expm1mx_y = _exp_parts(y)
+    # 650 digits: e^y - 1 - y = y^2/2 at y = 1e-300 needs them
+    with mp.workdps(650):
+        for yi, e, em1, emx in zip(y, exp_y, expm1_y, expm1mx_y):
+            exact = mp.exp(mp.mpf(float(yi)))
+            for got, want in ((e, exact), (em1, exact - 1)):
+                if float(want) == 0.0 or math.isinf(float(want)):
+                    assert got == float(want), (yi, got)
+                    continue
+                ulp = max(math.ulp(abs(float(want))), SUBNORMAL)
+                assert abs(mp.mpf(float(got)) - want) <= vm.ULP_BOUND * ulp, (yi, got)
+            want = exact - 1 - mp.mpf(float(yi))
+            assert abs(mp.mpf(float(emx)) - want) <= 8 * 2.0**-52 * abs(want) + 1e-320, (yi, emx)

@@ -49,7 +49,8 @@ from ._util import CONTRACT, jit, parallel_kernel
 #: A dotted field is read through the record it names (``vector_forms.value_and_slope``).
 SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
                "SCALED_CONJUGATE": "scaled_conjugate", "CLOSED_FORM": "margins",
-               "VECTOR_FORM": "vector_forms.value_and_slope"}
+               "VECTOR_FORM": "vector_forms.value_and_slope",
+               "LOG_VECTOR_FORM": "vector_forms.value_and_slope_at_log"}
 
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 

@@ -3,19 +3,28 @@ certificate per element that sends the rest to the scalar root finder.
 
 For one delta and many p (a trainer's batch), the root finder of ``_solver``
 spends most of its time in scalar libm calls and the branches of its
-safeguards. Here each bound takes three steps instead, with the same unknown
-x = log(m / (b - m)) and the same psi(x) = log(g(m(x)) / delta):
+safeguards. Here each bound takes three steps instead, with the same
+psi(x) = log(g(m(x)) / delta) in the same unknown x = log(m / (b - m)), but
+started from, and evaluated at, the mirrored unknown v = -log u2 =
+log(1 + e^x) of the point u2 = 1 - m/b:
 
-1. **Start.** x is read from a table built for this delta
-   (:func:`build`): piecewise quintic in the bits of t = min(p, 1 - p),
+1. **Start.** v is read from a table built for this delta
+   (:func:`tables_from`): piecewise quintic in the bits of t = min(p, 1 - p),
    one piece per 1/32 of each binade of t from 2^-60 to 1/2, on each side of
    p = 1/2. The index is the exponent and the top five mantissa bits; the
    local variable is the rest of the mantissa. No logarithm.
 2. **Polish.** One Newton step on psi, written with the divergence's
-   ``vector_forms`` (the VECTOR_FORM slot, f and f' together:
-   ``_vecmath`` instead of libm, selects instead of branches), so that LLVM
-   vectorises it. The table gives x to about 1e-9, so
-   the step leaves an error of order 1e-18.
+   ``vector_forms`` (f and f' together: ``_vecmath`` instead of libm,
+   selects instead of branches), so that LLVM vectorises it. From v, one
+   exponential (``_vecmath.vexp_parts``) gives u2 = e^-v, s = m/b = 1 - u2 and
+   u2 - 1 - log u2 to full relative precision, and since log u2 = -v is
+   known, f at u2 needs no logarithm for kl, rkl and the alpha family
+   (``value_and_slope_at_log``, the LOG_VECTOR_FORM slot); only f at
+   1 + m/a takes one (``value_and_slope``, the VECTOR_FORM slot). The step
+   is Newton's in x, dx = -psi / psi'(x), applied to m and u2 to first order
+   as before (x itself is never formed: that needs a logarithm). The table
+   gives v to about 1e-9 relative (x to about 1e-9), so the step leaves an
+   error of order 1e-18.
 3. **Certificate.** The step dx bounds what is left: Newton's truncation
    error, dx^2 (1 + 1/psi'), and the rounding error of g propagated through
    1/psi' (``VectorForms.g_rel_error``). An element is kept only if, mapped
@@ -50,7 +59,7 @@ from ._factory import template
 from ._solver import LOG_SMALLEST_NORMAL as _LOG_SMALLEST_NORMAL
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
-from ._vecmath import _bits, _float, _int_to_float, vexp, vexpm1, vjit
+from ._vecmath import _bits, _float, _int_to_float, vexp, vexp_parts, vexpm1, vjit
 
 # The table: sides x binades x pieces rows of cubic coefficients
 BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
@@ -71,11 +80,11 @@ ABSOLUTE_LIMIT = 5.5e-17
 # whose elements are flagged
 THRESHOLD_MARGIN = 1e-6
 
-# Starts beyond this x are polished at it: u2 = e^-x and the products with it
+# Starts beyond this v are polished at it: u2 = e^-v and the products with it
 # stay normal (subnormal arithmetic costs about 100 cycles an operation), and
 # u2 < 3e-261 is within the lower bound's absolute allowance of 0, and the
 # margin m = b (1 - u2) rounds to b
-X_CAP = 600.0
+V_CAP = 600.0
 
 # Beyond this |g / delta - 1| a start is not polished (see ``polish``)
 EXCESS_MAX = 1e-3
@@ -91,6 +100,7 @@ def _unbound(*args):
 
 
 VECTOR_FORM: Callable[..., Any] = _unbound
+LOG_VECTOR_FORM: Callable[..., Any] = _unbound
 # The compile-time constant (``_factory.specialise(..., FROM_LOGP=...)``):
 # whether x holds log p. Two copies of each kernel, each with its branch
 # folded away, rather than one testing it per element: LLVM does not split
@@ -125,7 +135,7 @@ def table_from_nodes(values):
 
 @vjit
 def _start(table, t, side):
-    """The table's x at t = min(p, 1 - p) on ``side``; NaN outside it."""
+    """The table's v at t = min(p, 1 - p) on ``side``; NaN outside it."""
     bits = _bits(t)
     binade = (bits >> 52) - (1023 + LOWEST_EXPONENT)
     inside = 0 <= binade < BINADES
@@ -146,7 +156,7 @@ def _past(p, pc, edge_p, edge_pc):
     return p > edge_p if edge_p <= 0.5 else pc < edge_pc
 
 
-@template(slots=("VECTOR_FORM",), constants=("FROM_LOGP",), contract=True)
+@template(slots=("VECTOR_FORM", "LOG_VECTOR_FORM"), constants=("FROM_LOGP",), contract=True)
 def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
                  lower, upper, status):
     """The polish pass over one block: bounds and status from the starts.
@@ -155,28 +165,28 @@ def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
     flat loop over arrays it can check for overlap at run time, and not the
     same loop nested in the chunk and block loops.
     """
-    def polish(a, b, delta, inv_delta, theta, x, upper):
-        """One Newton step from x for the margin with (a, b); returns the bound
-        (the margin m for the upper side, u2 = 1 - m/b for the lower) and
-        whether the certificate holds."""
-        beyond = x > X_CAP
-        x = X_CAP if beyond else x
-        e = vexp(-abs(x))
-        inv = 1.0 / (1.0 + e)
-        s = inv if x >= 0.0 else e * inv  # m / b
-        sc = e * inv if x >= 0.0 else inv  # u2 = 1 - m / b
+    def polish(a, b, inv_a, delta, inv_delta, theta, v, upper):
+        """One Newton step from v = -log u2 for the margin with (a, b), and
+        inv_a = 1/a; returns the bound (the margin m for the upper side,
+        u2 = 1 - m/b for the lower) and whether the certificate holds."""
+        beyond = v > V_CAP
+        v = V_CAP if beyond else v
+        # u2 = e^-v, u2 - 1 = -s and u2 - 1 - log u2, each to full relative
+        # precision from one reduction: f at u2 needs no logarithm
+        u2, u2_m1, u2_m1_mlog = vexp_parts(-v)
+        s = -u2_m1  # m / b
         m = b * s
-        y = m / a
+        y = m * inv_a
         f_up, df_up = VECTOR_FORM(1.0 + y, y, theta)
-        # u2 = sc and u2 - 1 = -s, each from whichever of s and sc is exact:
-        # past s = 1/2, -s is 1 - sc rounded, and an sc near 1e-16 would be
-        # off by up to 10% against it
-        f_down, df_down = VECTOR_FORM(sc, -s if s < 0.5 else sc - 1.0, theta)
+        # f(u2) and its slope in log u2, u2 f'(u2)
+        f_down, dfdl_down = LOG_VECTOR_FORM(-v, u2, u2_m1, u2_m1_mlog, theta)
         g = a * f_up + b * f_down
-        slope = df_up - df_down
-        # psi' = g'(m) m u2 / g, kept as its reciprocal: one division for
-        # the step and both error terms
-        inv_dpsi = g / (slope * m * sc)
+        # psi'(x) = g'(m) m u2 / g in x = logit s (dm/dx = m u2), with
+        # g'(m) u2 = f'(u1) u2 - u2 f'(u2), kept as its reciprocal: one
+        # division for the step and both error terms. The step is Newton's
+        # in x, as the certificate's truncation term assumes, whichever
+        # unknown the start came in
+        inv_dpsi = g / (m * (df_up * u2 - dfdl_down))
         excess = (g - delta) * inv_delta
         # log1p(excess) by three terms of its series (no log, no division).
         # Its error, excess^4 / 4, moves x by that over psi', far below the
@@ -190,20 +200,21 @@ def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
         rounding = g_rel_error * inv_dpsi
         if upper:
             # m moves by m u2 dx: relative error u2 (error in x)
-            bound = m + m * (sc * dx)
-            ok = truncation * sc <= TRUNCATION_LIMIT and rounding * sc <= ROUNDING_LIMIT
+            bound = m + m * (u2 * dx)
+            ok = truncation * u2 <= TRUNCATION_LIMIT and rounding * u2 <= ROUNDING_LIMIT
         else:
             # u2 moves by u2 s dx: the allowance is relative to min(u2, s)
-            bound = sc - sc * (s * dx)
-            scale = max(s, sc)
+            bound = u2 - u2 * (s * dx)
+            scale = max(s, u2)
             ok = (truncation * scale <= TRUNCATION_LIMIT and rounding * scale <= ROUNDING_LIMIT) \
-                or (truncation + rounding) * (s * sc) <= ABSOLUTE_LIMIT
+                or (truncation + rounding) * (s * u2) <= ABSOLUTE_LIMIT
         if beyond:
-            # the start lies past X_CAP: if g < delta there, so does the root,
+            # the start lies past V_CAP: if g < delta there, so does the root,
             # and the bound is its limit m = b, u2 = 0 to within the allowance
             limit = b if upper else 0.0
             return limit, excess < 0.0
-        return bound, ok
+        # v <= 0 is no margin (m <= 0): only an interpolation gone wrong gives it
+        return bound, ok and v > 0.0
 
     up_in_p, up_in_pc, up_out_p, up_out_pc = edges[0], edges[1], edges[2], edges[3]
     lo_out_p, lo_out_pc, lo_in_p, lo_in_pc = edges[4], edges[5], edges[6], edges[7]
@@ -217,9 +228,9 @@ def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
         else:
             p = xi
             pc = 1.0 - xi
-        m_hi, ok_hi = polish(p, pc, delta, inv_delta, theta, start_upper[i], True)
-        u2_lo, ok_lo = polish(pc, p, delta, inv_delta, theta, start_lower[i], False)
         inv_p = 1.0 / p
+        m_hi, ok_hi = polish(p, pc, inv_p, delta, inv_delta, theta, start_upper[i], True)
+        u2_lo, ok_lo = polish(pc, p, 1.0 / pc, delta, inv_delta, theta, start_lower[i], False)
         # the simplex cap 1/p: from log p, e^(-log p) rounded down (1/p of a
         # rounded p can exceed it by an ulp)
         cap = _cap_from_logp(xi) if FROM_LOGP else inv_p
@@ -342,14 +353,23 @@ def _sigmoid_pairs(z):
     return np.where(z >= 0, near, far), np.where(z >= 0, far, near)
 
 
+def mirrored_unknown(x):
+    """v = -log u2 = log(1 + e^x) for the root finder's x = logit(m / b),
+    the polish's start (NaN stays NaN)."""
+    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
+
+
 def tables_from(divergence, delta: float, x_upper, x_lower, thresholds) -> FastTables:
-    """The tables from the root finder's x at ``node_logits()`` and the
-    saturation thresholds (upper, lower) in logit p."""
+    """The tables of v = :func:`mirrored_unknown` from the root finder's x at
+    ``node_logits()``, and the saturation edges from the thresholds (upper,
+    lower) in logit p."""
     edge_z = [thresholds[0] - THRESHOLD_MARGIN, thresholds[0] + THRESHOLD_MARGIN,
               thresholds[1] - THRESHOLD_MARGIN, thresholds[1] + THRESHOLD_MARGIN]
     edge_p, edge_pc = _sigmoid_pairs(edge_z)
     edges = np.ascontiguousarray(np.stack([edge_p, edge_pc], axis=1).reshape(-1))
-    tables = [table_from_nodes(values) for values in (x_upper, x_lower)]
+    tables = [table_from_nodes(mirrored_unknown(x)) for x in (x_upper, x_lower)]
     for array in (*tables, edges):
         array.setflags(write=False)
     return FastTables(divergence, float(delta), tables[0], tables[1], edges)

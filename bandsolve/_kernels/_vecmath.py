@@ -249,10 +249,28 @@ def vlog_pair(u, x):
     correction log1p(c/u) ~ c/u - (c/u)^2/2 for the rounding of u against x
     (0 where they agree) is added to both, so log1p(x) near 1 and log(u) near 0.
     """
+    return _log_pair_corrected(u, x, (x - (u - 1.0)) / u)
+
+
+@vjit
+def vlog_pair_and_reciprocal(u, x):
+    """(log(u), log(u) - (u - 1), 1/u): ``vlog_pair`` with its correction c/u
+    formed as c (1/u), for a caller that needs 1/u too (kl's f' = x/u): one
+    division fewer. The first two differ from ``vlog_pair``'s by at most the
+    rounding of c/u, itself below an ulp of u's."""
+    inv_u = 1.0 / u
+    c = x - (u - 1.0)
+    # c = 0 where x and u agree, also where 1/u overflows (u subnormal)
+    log_u, log_minus_x = _log_pair_corrected(u, x, 0.0 if c == 0.0 else c * inv_u)
+    return log_u, log_minus_x, inv_u
+
+
+@vjit
+def _log_pair_corrected(u, x, relative):
+    """``vlog_pair`` given relative = c/u."""
     dk, f, poly = _log_parts(u)
     d = u - 1.0
     finite = u > 0.0 and u != math.inf
-    relative = (x - d) / u  # c / u
     relative = relative if finite else 0.0
     second = 0.5 * relative * relative
     log_u = ((poly + (relative - second)) + f) + dk * _LN2_HI
@@ -300,6 +318,32 @@ def vlog1pmx(u, x):
     return vlog_pair(u, x)[1]
 
 
+_EXPM1_LOW_K = -100  # below this k, 2^k (1 + p) - 1 rounds to -1
+
+
+@vjit
+def vexp_parts(y):
+    """(e^y, e^y - 1, e^y - 1 - y) from one reduction, each to full relative
+    precision: the first two are ``vexp(y)`` and ``vexpm1(y)`` bit for bit;
+    the third is r^2 T(r) with the reduction's own Taylor tail T where k = 0
+    (|y| <= ln2/2, where r = y exactly), else (e^y - 1) - y, which cancels
+    by at most a factor 6 (at |y| = ln2/2). The fast path's polish evaluates
+    f at u2 = e^-v from them, with log u2 = -v known
+    (``VectorForms.value_and_slope_at_log``)."""
+    k, r = _reduce(_clamp(y, -_EXP_CLAMP, _EXP_CLAMP))
+    square_tail = r * (r * taylor_tail(r))
+    p = r + square_tail  # _expm1_poly(r)
+    half = k >> 1
+    exp_y = ((1.0 + p) * _pow2(half)) * _pow2(k - half)
+    # e^y - 1 as vexpm1 forms it; vexpm1 clamps y at -50 instead, where it
+    # also rounds to -1
+    scale = _pow2(min(max(k, _EXPM1_LOW_K), _EXPM1_EXACT_K))
+    small = scale * p + (scale - 1.0)
+    expm1_y = exp_y - 1.0 if k > _EXPM1_EXACT_K else small
+    expm1_y = y if abs(y) < _TINY else expm1_y
+    return exp_y, expm1_y, square_tail if k == 0 else expm1_y - y
+
+
 @vjit
 def vexpm1mx(y):
     """e^y - 1 - y: Taylor for |y| < 1/2, else expm1(y) - y."""
@@ -317,6 +361,17 @@ def vxlogx_m_xm1_and_log(u, x):
     far = u * log_u - x
     value = near if abs(x) <= _SERIES_MAX else far
     return (1.0 if u == 0.0 else value), log_u
+
+
+@vjit
+def vxlogx_m_xm1_at_log(log_u, u, x, x_m_log_u):
+    """u log u - (u - 1) for u > 0, given L = log u, u, x = u - 1 and
+    u - 1 - L (each to full relative precision, as from ``vexp_parts``),
+    with no logarithm: L^2 + (L - 1) (u - 1 - L) for |L| <= 3/4 and u L - x
+    beyond, so that the terms cancel by at most a factor 6 (at |L| = 3/4)."""
+    near = log_u * log_u + (log_u - 1.0) * x_m_log_u
+    far = u * log_u - x
+    return near if abs(log_u) <= 0.75 else far
 
 
 @vjit

@@ -67,16 +67,29 @@ class VectorForms:
     stays scalar. It need only be accurate where the fast path evaluates it:
     u in [0, 2^61], where either u or x = u - 1 may be the rounded one.
 
+    ``value_and_slope_at_log(L, u, u - 1, u - 1 - L, parameter) -> (f(u),
+    u f'(u))``: f at u = e^L and its slope in L, d f(e^L) / dL = u f'(u),
+    given L and u, u - 1 and u - 1 - L, each to full relative precision
+    (``_vecmath.vexp_parts``), with the same rules. The fast path starts from
+    v = -log u2 at the point u2 = 1 - m/b, so there it knows L = -v exactly
+    and evaluates f(u2) with this form: no logarithm for kl, rkl and the
+    alpha family, one for js (instead of two), and for kl no division (the
+    slope in L is u - 1). It need only be accurate for L in [-600, 0].
+
     Attributes
     ----------
     value_and_slope : numba function ``(u, u - 1, parameter) -> (f, f')``
+    value_and_slope_at_log : numba function ``(L, e^L, e^L - 1, e^L - 1 - L,
+        parameter) -> (f, u f')``
     g_rel_error : float
         A bound on the relative rounding error of the binary divergence
-        g = a f(1 + m/a) + b f(1 - m/b) evaluated with them; the fast path's
-        per-element certificate propagates it to the bounds.
+        g = a f(1 + m/a) + b f(1 - m/b) evaluated with them (the first term
+        by ``value_and_slope``, the second by ``value_and_slope_at_log``); the
+        fast path's per-element certificate propagates it to the bounds.
     """
 
     value_and_slope: Callable
+    value_and_slope_at_log: Callable
     g_rel_error: float
 
 

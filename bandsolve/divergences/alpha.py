@@ -168,12 +168,28 @@ def value_and_slope(u, x, a):
     return value, vm.vexpm1((a - 1.0) * log_u) / (a - 1.0)
 
 
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, a):
+    # as value_and_slope, from the given L: near u = 1 the second term is
+    # a (L - x) = -a (u - 1 - L); no logarithm. The slope in L is
+    # u f'(u) = (u^a - u) / (a - 1): u expm1((a - 1) L) near u = 1, and
+    # e^(aL) - u beyond, where u^(a-1) alone may overflow (a < 0, u tiny)
+    y = a * log_u
+    exp_y, expm1_y, _ = vm.vexp_parts(y)
+    near = (y * y * vm.taylor_tail(y) if abs(y) < 0.5 else expm1_y - y) - a * x_m_log_u
+    far = expm1_y - a * x
+    is_near = abs(log_u) <= 3.0
+    value = (near if is_near else far) / (a * (a - 1.0))
+    slope = u * vm.vexpm1((a - 1.0) * log_u) if is_near else exp_y - u
+    return value, slope / (a - 1.0)
+
+
 def vector_forms(a: float) -> VectorForms:
     """The vector forms at ``a``: e^{aL} carries L's rounding times |a L|
     (|L| <= 43 where the fast path evaluates f), and near u = 1 the two terms
     cancel by up to 1 / |1 - a|; a large bound only sends more elements to
     the root finder."""
-    return VectorForms(value_and_slope,
+    return VectorForms(value_and_slope, value_and_slope_at_log,
                        g_rel_error=(16.0 + 90.0 * abs(a) + 8.0 / abs(1.0 - a)) * vm.EPS)
 
 

@@ -63,7 +63,13 @@ def value_and_slope(u, x, theta):
     return x * log_u, log_u + x / u
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
+    # f = x L, and its slope in L, u f'(u) = u L + x
+    return x * log_u, u * log_u + x
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------

@@ -42,7 +42,16 @@ def value_and_slope(u, x, theta):
     return 0.5 * (phi_u - 2.0 * phi_mid), 0.5 * (log_u - log_mid)
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=16 * vm.EPS)
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
+    # as value_and_slope, with phi(x) and log u from the given log u: one
+    # logarithm, of the midpoint (1 + u)/2; the slope in L is u f'(u)
+    phi_u = vm.vxlogx_m_xm1_at_log(log_u, u, x, x_m_log_u)
+    phi_mid, log_mid = vm.vxlogx_m_xm1_and_log(0.5 + 0.5 * u, 0.5 * x)
+    return 0.5 * (phi_u - 2.0 * phi_mid), 0.5 * u * (log_u - log_mid)
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=16 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------

@@ -38,10 +38,19 @@ def conjugate(v, x, theta):
 # --- vector (the fast path's SIMD loop) ---------------------------------------------
 @vm.vector_form
 def value_and_slope(u, x, theta):
-    return -vm.vlog1pmx(u, x), x / u
+    # f' = x/u, with the 1/u the logarithm's rounding correction forms anyway
+    log_u, log_minus_x, inv_u = vm.vlog_pair_and_reciprocal(u, x)
+    return -log_minus_x, x * inv_u
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
+    # f(e^L) = e^L - 1 - L, given, and its slope in L, e^L - 1: no
+    # logarithm, no division
+    return x_m_log_u, x
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------

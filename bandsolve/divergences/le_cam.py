@@ -42,7 +42,14 @@ def value_and_slope(u, x, theta):
     return 0.5 * x * ratio, 0.5 * ratio * ((4.0 + x) / (2.0 + x))
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
+    # f has no logarithm to save; the slope in L is u f'(u)
+    value, slope = value_and_slope(u, x, theta)
+    return value, u * slope
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------

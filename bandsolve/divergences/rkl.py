@@ -39,7 +39,13 @@ def value_and_slope(u, x, theta):
     return vm.vxlogx_m_xm1_and_log(u, x)
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, g_rel_error=8 * vm.EPS)
+@vm.vector_form
+def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
+    # f from the given L with no logarithm, and its slope in L, u f'(u) = u L
+    return vm.vxlogx_m_xm1_at_log(log_u, u, x, x_m_log_u), u * log_u
+
+
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------
