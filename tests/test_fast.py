@@ -386,3 +386,21 @@ def test_log_forms_give_f_and_its_slope_in_log_u(name):
                 continue
             assert abs(fv - f_exact) <= value_tolerance * abs(f_exact), (name, lu, fv, f_exact)
             assert abs(sv - slope_exact) <= 64 * 2.0**-52 * abs(slope_exact), (name, lu, sv)
+
+
+def test_vector_forms_written_before_the_log_form_still_serve_the_fast_path():
+    """VectorForms gained value_and_slope_at_log; a user's forms with only
+    value_and_slope and g_rel_error (the old fields, positional) must still
+    build a fast path, and its bounds must be the mpmath ones."""
+    import dataclasses
+
+    from bandsolve.divergences import VectorForms
+
+    kl = get_divergence("kl")
+    old_style = VectorForms(kl.vector_forms.value_and_slope, 8 * 2.0**-52)
+    mine = dataclasses.replace(kl, name="my_kl_forms", vector_forms=old_style)
+    p = np.array([1e-9, 1e-4, 0.08, 0.5, 0.9, 1 - 1e-7])
+    lower, upper = bs.FastBand(mine, 0.05).band(p)
+    for pi, lo, hi in zip(p, lower, upper):
+        assert ref.error_ratio(lo, ref.bound("kl", pi, 0.05, "lower")[0]) <= 1, (pi, lo)
+        assert ref.error_ratio(hi, ref.bound("kl", pi, 0.05, "upper")[0]) <= 1, (pi, hi)

@@ -80,7 +80,7 @@ class VectorForms:
     ----------
     value_and_slope : numba function ``(u, u - 1, parameter) -> (f, f')``
     value_and_slope_at_log : numba function ``(L, e^L, e^L - 1, e^L - 1 - L,
-        parameter) -> (f, u f')``
+        parameter) -> (f, u f')``, optional (default: from ``value_and_slope``)
     g_rel_error : float
         A bound on the relative rounding error of the binary divergence
         g = a f(1 + m/a) + b f(1 - m/b) evaluated with them (the first term
@@ -89,8 +89,27 @@ class VectorForms:
     """
 
     value_and_slope: Callable
-    value_and_slope_at_log: Callable
     g_rel_error: float
+    #: None: derived from ``value_and_slope`` (f and u f' at u = e^L, no
+    #: saving), so that forms written before this field still serve
+    value_and_slope_at_log: Callable | None = None
+
+    def __post_init__(self):
+        if self.value_and_slope_at_log is None:
+            object.__setattr__(self, "value_and_slope_at_log",
+                               _log_form_from(self.value_and_slope))
+
+
+def _log_form_from(value_and_slope: Callable) -> Callable:
+    """``value_and_slope_at_log`` from ``value_and_slope``: f(u) and u f'(u)."""
+    from .._kernels._vecmath import vector_form
+
+    @vector_form
+    def value_and_slope_at_log(log_u, u, x, x_minus_log_u, parameter):
+        f, df = value_and_slope(u, x, parameter)
+        return f, u * df
+
+    return value_and_slope_at_log
 
 
 @dataclasses.dataclass(frozen=True)

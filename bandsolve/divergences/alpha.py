@@ -189,7 +189,7 @@ def vector_forms(a: float) -> VectorForms:
     (|L| <= 43 where the fast path evaluates f), and near u = 1 the two terms
     cancel by up to 1 / |1 - a|; a large bound only sends more elements to
     the root finder."""
-    return VectorForms(value_and_slope, value_and_slope_at_log,
+    return VectorForms(value_and_slope, value_and_slope_at_log=value_and_slope_at_log,
                        g_rel_error=(16.0 + 90.0 * abs(a) + 8.0 / abs(1.0 - a)) * vm.EPS)
 
 

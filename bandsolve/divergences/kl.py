@@ -50,7 +50,8 @@ def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
     return x_m_log_u, x
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log=value_and_slope_at_log,
+                           g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------

@@ -49,7 +49,8 @@ def value_and_slope_at_log(log_u, u, x, x_m_log_u, theta):
     return value, u * slope
 
 
-VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log, g_rel_error=8 * vm.EPS)
+VECTOR_FORMS = VectorForms(value_and_slope, value_and_slope_at_log=value_and_slope_at_log,
+                           g_rel_error=8 * vm.EPS)
 
 
 # --- cvxpy ---------------------------------------------------------------------
