@@ -1,8 +1,8 @@
 """Benchmark history: the same cases before and after a change (pytest-benchmark).
 
     pip install -e ".[bench]"
-    python -m pytest benchmarks/test_history.py --benchmark-autosave     # before
-    python -m pytest benchmarks/test_history.py --benchmark-compare      # after
+    python -m pytest -n 0 benchmarks/test_history.py --benchmark-autosave     # before
+    python -m pytest -n 0 benchmarks/test_history.py --benchmark-compare      # after
 
 Kept out of the test suite (``testpaths = ["tests"]``): timings assert
 nothing. ``np.copyto`` of the same array is a case too, the yardstick that

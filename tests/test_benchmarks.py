@@ -29,7 +29,7 @@ def test_benchmark_history_cases_run(tmp_path):
     """Each case of the pytest-benchmark history runs once (timing disabled),
     so that the file a contributor runs before and after a change works."""
     pytest.importorskip("pytest_benchmark")
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-n", "0", "-p", "no:cacheprovider",
                              str(ROOT / "benchmarks" / "test_history.py"), "--benchmark-disable"],
                             capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

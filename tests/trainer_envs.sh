@@ -96,7 +96,9 @@ run_tests() {
     shift
     echo "[$name] $("$ENVS/$name/bin/python" -m pip list 2>/dev/null \
         | grep -Ei '^(verl|trl|transformers|skyrl|openrlhf|deepspeed|ray|torch) ' | tr -s ' ' | tr '\n' ';')"
-    "$ENVS/$name/bin/python" -m pytest -q -p no:cacheprovider -m trainers "$@"
+    # -n 0: one process, as these tests were measured (a trainer's imports
+    # dominate, and each worker would pay them again)
+    "$ENVS/$name/bin/python" -m pytest -q -p no:cacheprovider -n 0 -m trainers "$@"
 }
 
 targets=("$@")
