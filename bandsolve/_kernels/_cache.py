@@ -38,6 +38,7 @@ import os
 import pickle
 import shutil
 import sys
+import types
 import warnings
 from typing import Any
 
@@ -259,7 +260,8 @@ _INTERNAL = (os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.se
 def _caller_outside() -> int:
     """The ``stacklevel`` of the first frame outside bandsolve and numba, so
     that a warning names the user's line, not this module's."""
-    frame, level = sys._getframe(2), 2  # level 1 is the function that warns
+    frame: types.FrameType | None = sys._getframe(2)
+    level = 2  # level 1 is the function that warns
     while frame is not None and frame.f_code.co_filename.startswith(_INTERNAL):
         # warnings.warn itself passes over importlib's bootstrap frames uncounted
         if not ("importlib" in frame.f_code.co_filename
