@@ -392,6 +392,18 @@ _PROBE_RATIO = 1.5
 _PROBE_DELTA = 0.05
 
 
+def _installed(trainer: str) -> bool:
+    """Whether the trainer's distribution or its import package is present."""
+    return _version(trainer) is not None or importlib.util.find_spec(trainer) is not None
+
+
+def _probe_band(trainer: str, loss: Callable, fix: str) -> Check:
+    """The check "TRAINER serves the band": :func:`_serves_band` on the
+    trainer's own loss, any exception it raises reported as the check's."""
+    name = f"{trainer} serves the band"
+    return _guarded_check(name, lambda: _serves_band(name, loss, fix))
+
+
 def _serves_band(name: str, loss: Callable, fix: str) -> Check:
     """Whether ``loss(old_log_prob, log_prob, advantages, mask)``, the loss a
     trainer's hook runs, applies the band: its gradient passes the token inside
@@ -549,14 +561,13 @@ def _check_verl() -> list:
         return core_algos.get_policy_loss_fn(_ENTRY_POINT)(old, new, advantages, mask,
                                                            "token-mean", config)[0]
 
-    checks.append(_guarded_check("verl serves the band", lambda: _serves_band(
-        "verl serves the band", verl_loss, _pip("verl", force=True))))
+    checks.append(_probe_band("verl", verl_loss, _pip("verl", force=True)))
     return checks
 
 
 def _check_trl() -> list:
     name = "trl plug-in import"
-    if _version("trl") is None and importlib.util.find_spec("trl") is None:
+    if not _installed("trl"):
         return [Check(name, None, "trl not installed (optional)", _pip("trl"))]
     installed = _version("trl")
     if installed is not None and installed.split(".")[0] == "0":
@@ -635,14 +646,13 @@ def _check_skyrl() -> list:
         loss_fn = ppo_utils.PolicyLossRegistry.get(_ENTRY_POINT)
         return loss_fn(new, old, advantages, config, mask)[0]
 
-    checks.append(_guarded_check("skyrl serves the band", lambda: _serves_band(
-        "skyrl serves the band", skyrl_loss, _pip("skyrl", force=True))))
+    checks.append(_probe_band("skyrl", skyrl_loss, _pip("skyrl", force=True)))
     return checks
 
 
 def _check_openrlhf() -> list:
     name = "openrlhf plug-in import"
-    if _version("openrlhf") is None and importlib.util.find_spec("openrlhf") is None:
+    if not _installed("openrlhf"):
         return [Check(name, None, "openrlhf not installed (optional)", _pip("openrlhf"))]
     try:
         plugin = _import_module(_OPENRLHF_PLUGIN)
@@ -670,9 +680,8 @@ def _check_openrlhf() -> list:
         plugin.use_band(trainer, band)
         return trainer.actor_loss_fn(new, old, advantages, action_mask=mask)[0]
 
-    checks.append(_guarded_check("openrlhf serves the band", lambda: _serves_band(
-        "openrlhf serves the band", openrlhf_loss,
-        f"install a supported openrlhf: {plugin.SUPPORTED_OPENRLHF}")))
+    checks.append(_probe_band("openrlhf", openrlhf_loss,
+                              f"install a supported openrlhf: {plugin.SUPPORTED_OPENRLHF}"))
     return checks
 
 
