@@ -11,6 +11,7 @@ import pytest
 
 import bandsolve as bs
 from bandsolve._kernels import _factory, _solver
+from bandsolve._kernels._bind import kernels_for
 
 KERNELS = (_solver.band_by_root, _solver.margin_at, _solver.binary_divergence_kernel)
 
@@ -155,7 +156,8 @@ def test_serial_kernels_give_the_parallel_kernels_bits(name):
             status = np.empty(p.size, dtype=np.int8)
             failures = _factory.specialise(_solver.band_by_root, div, serial=serial)(
                 p, False, delta, div.parameter, div.f_at_zero, div.slope_at_infinity,
-                div.curvature_at_one, np.empty(0), np.empty(0), lower, upper, status)
+                div.curvature_at_one, np.empty(0), np.empty(0), lower, upper, status,
+                *kernels_for(div)._growth())
             results.append((lower, upper, status, failures))
     for parallel, serial in zip(*results):
         np.testing.assert_array_equal(serial, parallel)
