@@ -31,9 +31,6 @@ LOGP_DELTA_GRID = (1e-8, 1e-3, 0.05, 1.0, 10.0)
 #: digits. Everything else is within the stated tolerance.
 SUBNORMAL_LIMIT = {"rkl": 1e-312}
 
-#: log of the smallest normal float64
-LOG_SMALLEST_NORMAL = -708.3964185322641
-
 
 @dataclasses.dataclass(frozen=True)
 class Problem:
