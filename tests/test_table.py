@@ -209,3 +209,19 @@ def test_export_refuses_a_table_bandsolve_torch_would_refuse(tmp_path, capsys):
     assert "float32 promise" in capsys.readouterr().err
     assert not (tmp_path / "t.npz").exists()
     assert main(["export", "--delta", "1e-320", "--out", str(tmp_path / "s.npz")]) == 0
+
+
+def test_a_user_generator_growing_like_r_squared_builds_a_table_again():
+    """Once the solver refused to guess an upper bound past delta/p = e^1390
+    for a user generator without a growth form, the table certificate's
+    point beyond the grid (log p = -1e300) made table.build raise for
+    (u - 1)^2. There the bound's limit as p -> 0 is +inf: the table must hold
+    it, and every checked point inside the grid must still agree."""
+    mine = bs.Divergence.from_generator("mine_sq", lambda u: (u - 1.0) ** 2)
+    built = table.build(mine, 0.05)
+    assert built.rtol <= 1e-6
+    lower, upper = table.evaluate_numpy(built, np.array([-1e300, -50.0]))
+    assert upper[0] == math.inf and lower[0] == 0.0
+    # inside the grid, the chi2 closed form: r = 1 + sqrt(delta (1 - p) / p)
+    p = math.exp(-50.0)
+    assert upper[1] == pytest.approx(1 + math.sqrt(0.05 * (1 - p) / p), rel=1e-6)

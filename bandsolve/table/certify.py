@@ -40,7 +40,30 @@ def _check_points(table: BandTableData) -> np.ndarray:
     z = np.concatenate(points)
     # p = 0 and p = 1, and p beyond the grid (log p = -1e300): there the
     # evaluation reads the last interval's end, which must hold the limit
-    return np.concatenate([z[np.abs(z) <= CERTIFIED_Z], [-np.inf, np.inf, -1e300]])
+    return np.concatenate([z[np.abs(z) <= CERTIFIED_Z], [-np.inf, np.inf, FAR_LOGP]])
+
+
+#: log p of the check point beyond the grid
+FAR_LOGP = -1e300
+
+
+def _reference(table: BandTableData, div: Divergence, logp: np.ndarray):
+    """The solver's bounds at ``logp``. At log p = FAR_LOGP the upper bound of
+    a user generator that grows like r^2 or faster is past float64
+    (delta/p = e^1e300), where the solver cannot tell inf from a finite
+    bound without the divergence's growth form and says so; there the
+    upper bound's limit as p -> 0, +inf (every fixed r is eventually inside
+    the band), capped at max_ratio, is the reference."""
+    try:
+        return api.band_from_logp(logp, table.delta, div, max_ratio=table.max_ratio)
+    except api.BandSolveError:
+        lower, upper = api.band_from_logp(logp, table.delta, div, max_ratio=table.max_ratio,
+                                          on_failure="nan")
+        far = logp == FAR_LOGP
+        if np.isnan(lower).any() or np.isnan(upper[~far]).any():
+            raise
+        upper[far & np.isnan(upper)] = table.max_ratio
+        return lower, upper
 
 
 def certify(table: BandTableData, div: Divergence) -> float:
@@ -49,8 +72,7 @@ def certify(table: BandTableData, div: Divergence) -> float:
     bound is missed)."""
     logp = log_sigmoid(_check_points(table))
     lower, upper = evaluate_numpy(table, logp)
-    ref_lower, ref_upper = api.band_from_logp(logp, table.delta, div,
-                                              max_ratio=table.max_ratio)
+    ref_lower, ref_upper = _reference(table, div, logp)
     worst = 0.0
     for got, ref in ((lower, ref_lower), (upper, ref_upper)):
         finite = np.isfinite(ref)
