@@ -19,7 +19,7 @@ import numpy as np
 
 from ._kernels import _fast, _solver, _warm_start
 from ._kernels._bind import kernels_for
-from ._validate import BandRequest
+from ._validate import BandRequest, check_deferred_range
 
 __all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "solve"]
 
@@ -244,9 +244,16 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
         upper = np.zeros(n)
     kernels = kernels_for(div)
     if n and kernels.has_closed_form:
-        if kernels.band_by_closed_form(request.x, request.from_logp, request.delta, lower,
-                                       upper):
+        small, outside = kernels.band_by_closed_form(request.x, request.from_logp,
+                                                     request.delta, lower, upper)
+        if outside:
+            check_deferred_range(request)
+            raise AssertionError("the closed-form kernel counted p outside [0, 1] "
+                                 "that the range check passed")  # a bandsolve bug
+        if small:
             _upper_from_small_logp(request, kernels, upper)
+    elif request.range_deferred:
+        raise AssertionError("a deferred range check reached a kernel without one")
     elif n:
         status = np.empty(n, dtype=np.int8)
         tables = _fast_tables(request, kernels, fast)

@@ -202,6 +202,13 @@ class BandRequest:
     ``x`` (p, or log p where ``from_logp``) and ``delta`` are flat,
     C-contiguous float64 arrays of length 1 or ``prod(shape)``, checked;
     ``inputs`` are the unflattened checked arrays (for ``out=`` overlap checks).
+
+    ``range_deferred``: p's range check (NaN, inf, outside [0, 1]) is left to
+    the closed-form kernel's pass over it, which counts the elements that
+    fail (``_kernels._solver.band_by_closed_form``); where that count is not
+    0 the solver calls :func:`check_deferred_range`, which raises the very
+    error the check would have raised here. Set only where that kernel's
+    counting loop is the one that runs (see :func:`band_request`).
     """
 
     x: np.ndarray
@@ -212,26 +219,62 @@ class BandRequest:
     max_ratio: float
     on_failure: str
     inputs: tuple
+    range_deferred: bool = False
 
     @property
     def size(self) -> int:
         return int(np.prod(self.shape, dtype=np.int64))
 
 
+#: From this many elements, a batch of p for a closed form with one delta has
+#: its range checked in the closed-form kernel's own pass (``defer_range_check``):
+#: the separate check is a read of the whole batch, 0.65x a ``np.copyto`` of it
+#: on one thread, as much as tv's whole kernel (benchmarks/RESULTS.md, issue 33).
+#: The same size from which the check itself goes parallel.
+DEFERRED_RANGE_MIN = _PARALLEL_SCAN_MIN
+
+
 def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=None,
-                 on_failure: str = "raise") -> BandRequest:
+                 on_failure: str = "raise", defer_range_check: bool = False) -> BandRequest:
     """Validate a band problem once: p (or log p), delta, the divergence,
-    max_ratio and on_failure, with the errors ``bandsolve.band`` documents."""
-    x_arr = check_log_probability(x) if from_logp else check_probability(x)
-    div = get_divergence(divergence)
-    delta_arr = check_delta(delta)
-    cap = check_max_ratio(max_ratio)
-    if on_failure not in ON_FAILURE:
-        raise ValueError(f"on_failure must be 'raise' or 'nan' (got {on_failure!r})")
-    shape, x_flat, delta_flat = flat_operands(x_arr, delta_arr)
+    max_ratio and on_failure, with the errors ``bandsolve.band`` documents.
+
+    ``defer_range_check``: the caller hands the request straight to
+    ``_solve.solve``, which may then check p's range in the closed-form
+    kernel's pass instead of here (``BandRequest.range_deferred``); the
+    errors, and which of them is raised first, are the same either way.
+    """
+    x_arr = as_real_array(x, "logp" if from_logp else "p")
+    try:
+        div = get_divergence(divergence)
+        delta_arr = check_delta(delta)
+        cap = check_max_ratio(max_ratio)
+        if on_failure not in ON_FAILURE:
+            raise ValueError(f"on_failure must be 'raise' or 'nan' (got {on_failure!r})")
+        shape, x_flat, delta_flat = flat_operands(x_arr, delta_arr)
+    except Exception:
+        _check_x(x, from_logp)  # a bad x is reported first, as it always was
+        raise
+    deferred = (defer_range_check and not from_logp and div.margins is not None
+                and delta_flat.size == 1 and x_flat.size == math.prod(shape)
+                and x_flat.size >= DEFERRED_RANGE_MIN and np.asarray(x).dtype.itemsize <= 8)
+    if not deferred:
+        _check_x(x, from_logp)
     name = "logp" if from_logp else "p"
     return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
-                       ((name, x_arr), ("delta", delta_arr)))
+                       ((name, x_arr), ("delta", delta_arr)), deferred)
+
+
+def _check_x(x, from_logp: bool) -> None:
+    check_log_probability(x) if from_logp else check_probability(x)
+
+
+def check_deferred_range(request: BandRequest) -> None:
+    """The range check a request deferred (``band_request``), which raises
+    its usual ValueError where p has an element outside [0, 1], NaN or inf;
+    nothing where the request deferred none."""
+    if request.range_deferred:
+        check_probability(request.inputs[0][1])
 
 
 # ------------------------------------------------------------------- out=
@@ -399,5 +442,9 @@ NUMPY_OUT = OutKind(array_type=np.ndarray, type_name="numpy array", memory=_ndar
 def check_numpy_out(out, request: BandRequest) -> tuple | None:
     """``out`` for :func:`bandsolve.band` and friends: float64 numpy arrays of
     the request's shape that overlap neither each other nor its inputs."""
-    return check_out(out, NUMPY_OUT, dtype=np.dtype(np.float64), shape=request.shape,
-                     inputs=dict(request.inputs))
+    try:
+        return check_out(out, NUMPY_OUT, dtype=np.dtype(np.float64), shape=request.shape,
+                         inputs=dict(request.inputs))
+    except (TypeError, ValueError):
+        check_deferred_range(request)  # a bad p is reported first, as it always was
+        raise

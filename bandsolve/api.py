@@ -18,7 +18,8 @@ __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
 
 def _validated_band(x, from_logp: bool, delta, divergence, max_ratio, out, on_failure):
     request = _validate.band_request(x, delta, divergence, from_logp=from_logp,
-                                     max_ratio=max_ratio, on_failure=on_failure)
+                                     max_ratio=max_ratio, on_failure=on_failure,
+                                     defer_range_check=True)
     return solve(request, out=_validate.check_numpy_out(out, request))
 
 

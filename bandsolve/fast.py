@@ -75,7 +75,8 @@ class FastBand:
 
     def _band(self, x, from_logp: bool, max_ratio, out, on_failure) -> Bounds:
         request = _validate.band_request(x, self.delta, self.divergence, from_logp=from_logp,
-                                         max_ratio=max_ratio, on_failure=on_failure)
+                                         max_ratio=max_ratio, on_failure=on_failure,
+                                         defer_range_check=True)
         return solve(request, self._warm_start, _validate.check_numpy_out(out, request),
                      fast=self._tables)
 

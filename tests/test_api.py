@@ -122,6 +122,49 @@ def test_bad_probabilities(bad, match):
         bs.band(bad, 0.1)
 
 
+# a batch large enough that a closed form checks p's range in its own pass
+# (_validate.DEFERRED_RANGE_MIN), for every closed form and through FastBand
+_LARGE = 1 << 16
+
+
+@pytest.mark.parametrize("name", ["tv", "chi2", "hellinger", "neyman_chi2"])
+@pytest.mark.parametrize("bad, index, match", [
+    (np.nan, 7, r"p contains NaN: 1 of 65536 elements, the first at index \(7,\)"),
+    (np.inf, 0, r"p contains inf: 1 of 65536 elements, the first at index \(0,\)"),
+    (-np.inf, _LARGE - 1, r"p contains -inf: 1 of 65536 elements, the first at index \(65535,\)"),
+    (1.0 + 2.0 ** -52, 100, r"must lie in \[0, 1\]: 1 of 65536 elements, the first at index \(100,\)"),
+    (-5e-324, _LARGE - 1, r"must lie in \[0, 1\]: 1 of 65536 elements, the first at index \(65535,\)"),
+])
+def test_a_large_batch_whose_range_the_kernel_checks_raises_the_usual_error(name, bad, index,
+                                                                             match):
+    """Regression: the closed forms count p outside [0, 1] in their own pass
+    over a large batch instead of a separate check; one bad element among
+    65,536 must still raise the separate check's message, with and without
+    out=, through band and FastBand, and never return bounds."""
+    p = np.linspace(0.0, 1.0, _LARGE)  # both ends included: valid
+    bs.band(p, 0.05, name)
+    p[index] = bad
+    out = (np.empty(_LARGE), np.empty(_LARGE))
+    for call in (lambda: bs.band(p, 0.05, name), lambda: bs.band(p, 0.05, name, out=out),
+                 lambda: bs.FastBand(name, 0.05).band(p)):
+        with pytest.raises(ValueError, match=match):
+            call()
+
+
+def test_a_bad_large_batch_is_reported_before_a_bad_delta_or_out():
+    """Regression: with p's range check left to the kernel, the other
+    arguments are checked first; an invalid p must still be the error
+    reported, as when p was checked first."""
+    p = np.full(_LARGE, 0.5)
+    p[3] = np.nan
+    for call in (lambda: bs.band(p, -1.0, "tv"), lambda: bs.band(p, 0.05, "no-such"),
+                 lambda: bs.band(p, 0.05, "tv", max_ratio=0.5),
+                 lambda: bs.band(p, 0.05, "tv", out=(np.empty(3), np.empty(3))),
+                 lambda: bs.band(p, 0.05, "tv", out=(p, np.empty(_LARGE)))):
+        with pytest.raises(ValueError, match=r"p contains NaN: 1 of 65536 .*\(3,\)"):
+            call()
+
+
 @pytest.mark.parametrize("bad, match", [
     (0.1, r"must be <= 0 \(a log-probability\)"), (np.nan, "contains NaN"),
     (np.inf, r"contains \+inf")])

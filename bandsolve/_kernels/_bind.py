@@ -50,12 +50,13 @@ class Kernels:
         return div.parameter, div.f_at_zero, div.slope_at_infinity, div.curvature_at_one
 
     def band_by_closed_form(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
-                            lower: np.ndarray, upper: np.ndarray) -> int:
+                            lower: np.ndarray, upper: np.ndarray) -> tuple[int, int]:
         """Both bounds of every element from the closed form (never fails);
         returns the count of elements from log p below
         ``_solver.LOG_SMALLEST_NORMAL``, whose upper bounds the caller
         recomputes with :meth:`band_by_root` (the closed form sees the
-        rounded p)."""
+        rounded p), and, for a batch of p with one delta, the count of p
+        outside [0, 1] or NaN (``_solver.band_by_closed_form``)."""
         return specialise(_solver.band_by_closed_form, self.divergence,
                    serial=lower.size < SERIAL_MAX)(
             x, from_logp, delta, self.divergence.parameter, lower, upper)

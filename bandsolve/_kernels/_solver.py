@@ -616,7 +616,8 @@ def band_by_root(x, from_logp, delta, theta, f_at_zero, slope_at_inf,
     return failures
 
 
-_CLOSED_SIG = types.int64(InVec, types.boolean, InVec, types.float64, OutVec, OutVec)
+_CLOSED_SIG = types.UniTuple(types.int64, 2)(InVec, types.boolean, InVec, types.float64,
+                                            OutVec, OutVec)
 
 
 @template(slots=("CLOSED_FORM",))
@@ -643,20 +644,29 @@ def _closed_form_bounds(p, pc, d, theta):
 def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
     """Bounds for every element from a closed-form margin (operands as above).
 
-    Returns the number of elements from log p below ``LOG_SMALLEST_NORMAL``:
-    their p is rounded (subnormal or 0), and the closed form's upper bound is
-    that of the rounded p; the caller recomputes those upper bounds with
-    ``band_by_root`` (``upper_from_small_logp``)."""
+    Returns two counts:
+
+    * the elements from log p below ``LOG_SMALLEST_NORMAL``: their p is
+      rounded (subnormal or 0), and the closed form's upper bound is that of
+      the rounded p; the caller recomputes those upper bounds with
+      ``band_by_root`` (``upper_from_small_logp``);
+    * in the common case below, the elements of p outside [0, 1] (NaN
+      included), counted in the same pass so that a large batch is not read
+      twice (its range check is deferred to here: ``_validate.band_request``,
+      ``defer_range_check``); the caller raises the validation error where
+      it is not 0. Elsewhere 0: those inputs were checked before."""
     n = lower.size
     if x.size == n and delta.size == 1 and not from_logp:
         # The common case, a batch of p and one delta, as a loop of unit
         # stride and no loop-invariant branch, which LLVM vectorises: the
         # general loop's indices i * step are not known to be unit stride.
         d = delta[0]
+        outside = 0
         for i in prange(n):
             p = x[i]
             lower[i], upper[i] = _closed_form_bounds(p, 1.0 - p, d, theta)
-        return 0
+            outside += not ((p >= 0.0) & (p <= 1.0))  # NaN fails both
+        return 0, outside
     x_step = 1 if x.size > 1 else 0
     d_step = 1 if delta.size > 1 else 0
     small = 0
@@ -666,7 +676,7 @@ def band_by_closed_form(x, from_logp, delta, theta, lower, upper):
         if from_logp:
             upper[i] = min(upper[i], simplex_cap_from_logp(x[i * x_step]))
             small += -math.inf < x[i * x_step] < LOG_SMALLEST_NORMAL
-    return small
+    return small, 0
 
 
 _BINARY_SIG = types.void(InVec, InVec, types.float64, OutVec)
