@@ -19,9 +19,9 @@ log-probabilities it times, for Band-KL at delta = 0.05 with max_ratio 10:
 * ``compiled fn``: ``band_from_logp`` itself under ``torch.compile(fullgraph=True)``
   (the table fetched by one op, its evaluation fused in the graph);
 * ``eager+out``: ``eager`` writing into preallocated ``out=`` tensors;
-* ``table op by op``: ``table`` without the fused CPU kernel (what
+* ``table op by op``: ``table`` without the fused kernel (what
   ``BANDSOLVE_TORCH_KERNEL=aten`` runs, and every eager call did before
-  issue 20.3): about a hundred ATen passes;
+  issue 20.3 on the CPU and issue 33 on CUDA): about a hundred ATen passes;
 * ``eager+validate`` and ``table+validate``: ``eager`` and ``table`` with the
   default ``validate=True``, the check a trainer plug-in runs every step
   (asynchronous on a GPU, one read back on the CPU).
@@ -103,7 +103,7 @@ def _timer(device: torch.device, repeat: int):
 
 
 def _op_by_op(table, x):
-    """A table call on the ATen path, the fused CPU kernel set aside."""
+    """A table call on the ATen path, the fused kernel set aside."""
     kernel, device_table._kernel = device_table._kernel, False
     try:
         return table(x, validate=False)

@@ -279,9 +279,18 @@ def test_compiles_with_fullgraph_and_matches_eager():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_matches_cpu_and_captures_in_a_cuda_graph():
+def test_cuda_matches_cpu_and_captures_in_a_cuda_graph(monkeypatch):
     table = bt.BandTable.build("kl", 0.05, max_ratio=10.0, device="cuda")
     logp = -torch.rand(1 << 16, device="cuda") * 30.0
+    lower, upper = table(logp, validate=False)  # the fused kernel (issue 33)
+    ref_lower, ref_upper = bs.band_from_logp(logp.double().cpu().numpy(), 0.05, "kl",
+                                             max_ratio=10.0)
+    _assert_within(lower, ref_lower, torch.float32, "lower")
+    _assert_within(upper, ref_upper, torch.float32, "upper")
+    # a capture runs op by op (nothing compiles inside it): its replay gives
+    # the bits of an eager call op by op
+    from bandsolve.torch import device_table
+    monkeypatch.setattr(device_table, "_kernel", False)
     lower, upper = table(logp, validate=False)
     ref_lower, ref_upper = bs.band_from_logp(logp.double().cpu().numpy(), 0.05, "kl",
                                              max_ratio=10.0)

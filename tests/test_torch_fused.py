@@ -256,3 +256,65 @@ def test_regression_float32_band_from_p_was_capped_by_a_rounded_log_p(dtype):
         finite = torch.isfinite(upper)
         assert not _above_one_over_p(p[finite], upper[finite]), name
         assert bool((lower <= 1.0).all() and (upper >= 1.0).all()), name
+
+
+def _counting_kernel(monkeypatch):
+    """The fused kernel wrapped to count its calls."""
+    kernel = device_table._fused_kernel()
+    assert kernel, "the fused kernel is off in this environment"
+    calls = []
+
+    def counted(*args):
+        calls.append(args[0].device.type)
+        return kernel(*args)
+
+    monkeypatch.setattr(device_table, "_kernel", counted)
+    return calls
+
+
+def test_a_device_whose_fused_kernel_cannot_be_built_runs_op_by_op_with_one_warning(monkeypatch):
+    """Regression: a failed build (no C++ compiler; on a GPU, no Triton) turned
+    the fused kernel off for every device; it now turns it off for that
+    device type only, warns once, and the call still gives the promise."""
+    def unbuildable(*args):
+        raise torch._dynamo.exc.BackendCompilerFailed(unbuildable, RuntimeError("no compiler"),
+                                                      None)
+
+    monkeypatch.setattr(device_table, "_kernel", unbuildable)
+    monkeypatch.setattr(device_table, "_unbuildable", set())
+    logp = -torch.rand(300) * 30
+    ref = bs.band_from_logp(logp.double().numpy(), 0.05)
+    with pytest.warns(RuntimeWarning, match="fused cpu kernel cannot be built"):
+        lower, upper = bt.band_from_logp(logp, 0.05)
+    assert device_table._unbuildable == {"cpu"}
+    _assert_float32_promise(lower, ref[0], "lower")
+    _assert_float32_promise(upper, ref[1], "upper")
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second call neither warns nor tries again
+        bt.band_from_logp(logp, 0.05)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_eager_cuda_calls_run_the_fused_kernel(monkeypatch, dtype):
+    """Issue 33: eager CUDA calls ran about a hundred ATen kernels each
+    (60-190x a clamp); they now run the fused kernel the CPU's eager calls
+    run, within the float32 promise, and op by op while a CUDA graph is
+    being captured."""
+    calls = _counting_kernel(monkeypatch)
+    logp = (-torch.rand(1 << 16, device="cuda") * 30).to(dtype)
+    table = bt.BandTable.build("kl", 0.05, device="cuda")
+    ref = bs.band_from_logp(logp.double().cpu().numpy(), 0.05)
+    for lower, upper in (bt.band_from_logp(logp, 0.05), table(logp)):
+        _assert_float32_promise(lower.cpu(), ref[0], "lower")
+        _assert_float32_promise(upper.cpu(), ref[1], "upper")
+    assert calls == ["cuda", "cuda"]
+    graph = torch.cuda.CUDAGraph()
+    torch.cuda.synchronize()
+    with torch.cuda.graph(graph):
+        captured = table(logp, validate=False)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert calls == ["cuda", "cuda"]
+    _assert_float32_promise(captured[1].cpu(), ref[1], "captured upper")
