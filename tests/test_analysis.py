@@ -67,3 +67,25 @@ def test_main_writes_png_and_pdf(tmp_path):
     written = bounds.main(["--out", str(tmp_path)])
     assert len(written) == 2 * len(bounds.FIGURES)
     assert all((tmp_path / f"{name}.png").stat().st_size > 10_000 for name in bounds.FIGURES)
+
+
+def test_a_t_band_over_few_seeds_stays_within_the_metric_range():
+    """Regression: the 3-seed smoke figures drew tail-mass bands above 1 and
+    below 0 (a t interval with 2 degrees of freedom is wide); the band is now
+    drawn within the metric's range, and the mean is untouched."""
+    import matplotlib.pyplot as plt
+
+    from bandsolve.analysis.common import band_plot
+
+    values = np.array([[0.99, 0.2, 1.0], [0.98, 0.01, 1.0]]).T  # (steps, seeds)
+    fig, ax = plt.subplots()
+    band_plot(ax, {"r": {"tail_mass": values}}, "tail_mass", "y", "t", {"r": {"color": "C0"}},
+              limits=(0.0, 1.0))
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() == 0.0 and band.max() == 1.0  # clipped on both sides
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), values.mean(axis=1))
+    fig, ax = plt.subplots()
+    band_plot(ax, {"r": {"tail_mass": values}}, "tail_mass", "y", "t", {"r": {"color": "C0"}})
+    band = ax.collections[0].get_paths()[0].vertices[:, 1]
+    assert band.min() < 0.0 and band.max() > 1.0  # what it drew before
+    plt.close("all")

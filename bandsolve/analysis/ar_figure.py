@@ -32,9 +32,9 @@ def figure(results: dict, config, matched: dict, out: str, name: str) -> list[st
                            for b, (d, inside) in matched[setting].items())
         tag = f"{optimizer} lr {lr:g}" + (" (primary)" if setting == config.primary else "")
         band_plot(row[0], here, "tail_mass", "mass on the paying tail first tokens",
-                  f"{tag}: tail mass", styles)
+                  f"{tag}: tail mass", styles, limits=(0.0, 1.0))
         band_plot(row[1], here, "entropy", "first-token entropy, nats",
-                  f"{tag}: first-token entropy", styles)
+                  f"{tag}: first-token entropy", styles, limits=(0.0, None))
         band_plot(row[2], here, "step_kl", "KL(old || new) of the sequence, log scale",
                   f"{tag}: per-step KL (delta {deltas})", styles, log=True)
         row[2].title.set_fontsize(9)

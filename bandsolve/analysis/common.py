@@ -112,10 +112,13 @@ def write_csv(path, results: dict, metrics):
 
 
 def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
-              xlabel="GRPO step"):
+              xlabel="GRPO step", limits=(None, None)):
     """Mean over seeds with a 95% band; on a log axis, of log(metric) (a
     geometric mean), so that the band stays positive. ``styles`` maps each
-    rule to its plot style; ``x`` defaults to the steps 1, 2, ..."""
+    rule to its plot style; ``x`` defaults to the steps 1, 2, ...
+    ``limits``: the metric's range (a probability's (0, 1), an entropy's
+    (0, None)); the band is drawn within it, since a t interval over a few
+    seeds can leave a range its metric cannot (the mean never does)."""
     for rule, history in results.items():
         values = history[metric]
         if log:
@@ -124,6 +127,7 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
         else:
             centre, ci = mean_and_ci(values)
             low, high = centre - ci, centre + ci
+        low, high = np.clip(low, *limits), np.clip(high, *limits)
         steps = np.arange(1, centre.size + 1) if x is None else np.asarray(x)[:centre.size]
         style = styles[rule]
         ax.plot(steps, centre, lw=1.8, **style)

@@ -206,7 +206,7 @@ def figure_bandit(results: dict, config: BanditConfig, title_suffix=""):
               "Regret against the best token (geometric mean)", STYLES, log=True)
     band_plot(axes[0, 2], results, "tail_mass", "mass on rewarding tail tokens",
               f"Mass on the high-paying tail (pays {config.tail_pay:g}; head pays "
-              f"{config.head_pay:g})", STYLES)
+              f"{config.head_pay:g})", STYLES, limits=(0.0, 1.0))
     ax = axes[1, 0]
     for rule, history in regrets.items():
         mean_regret = nanmean(history["regret"], axis=1)
@@ -322,7 +322,7 @@ def figure_stress(results: dict, config: BanditConfig):
     regrets = {rule: dict(history, regret=regret(history, config))
                for rule, history in results.items()}
     band_plot(axes[1], regrets, "regret", "best reward - expected reward",
-              "Regret against the best token", STYLES)
+              "Regret against the best token", STYLES, limits=(0.0, None))
     axes[2].axis("off")
     handles, labels = axes[0].get_legend_handles_labels()
     axes[2].legend(handles, labels, loc="center", fontsize=10, frameon=False,

@@ -558,8 +558,9 @@ def figure_sequence(selected, config: SequenceConfig):
         for rule, (_, history) in selected.items():
             mean, ci = mean_and_ci(history[metric])
             ax.plot(x, mean, lw=1.6, **STYLES[rule])
-            ax.fill_between(x, mean - ci, mean + ci, color=STYLES[rule]["color"], alpha=0.12,
-                            lw=0)
+            # within [0, 1], the metric's range, which a t interval can leave
+            ax.fill_between(x, np.clip(mean - ci, 0.0, 1.0), np.clip(mean + ci, 0.0, 1.0),
+                            color=STYLES[rule]["color"], alpha=0.12, lw=0)
         ax.set(title=title, xlabel="GRPO step (0: after the supervised fit)", ylabel=ylabel)
         ax.grid(True, alpha=0.3)
     axes[0, 0].axhline(0.5, color="k", lw=0.8, ls=":")
