@@ -382,19 +382,23 @@ def _undecided(label: str, n: int) -> ValueError:
         "(bandsolve._validate.EXACT_OVERLAP_LIMIT): pass separate contiguous arrays")
 
 
-def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple | None:
+def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict,
+              addresses: bool = True) -> tuple | None:
     """``out`` validated against the result: None, or a pair (lower, upper)
     of ``kind``'s arrays of ``dtype`` and ``shape``, passing ``kind.check``,
     sharing memory neither with each other nor with any of ``inputs`` (name
     to array; the first is the one ``kind.check`` sees). The one check of
-    ``out=`` for numpy (:data:`NUMPY_OUT`) and torch (``bandsolve.torch.out``)."""
+    ``out=`` for numpy (:data:`NUMPY_OUT`) and torch (``bandsolve.torch.out``).
+    ``addresses=False`` leaves the memory checks out, where the arrays have
+    none to read (tensors traced by torch.compile)."""
     if out is None:
         return None
     if not isinstance(out, tuple | list) or len(out) != 2:
         raise TypeError(f"out must be a pair (lower, upper) of {kind.type_name}s "
                         f"(got {type(out).__name__})")
     first_input = next(iter(inputs.values()))
-    seen = {f"the input {name}": kind.memory(x) for name, x in inputs.items()}
+    seen = {f"the input {name}": kind.memory(x) for name, x in inputs.items()} \
+        if addresses else {}
     for label, candidate in zip(("out[0] (lower)", "out[1] (upper)"), out):
         if not isinstance(candidate, kind.array_type):
             raise TypeError(f"{label} must be a {kind.type_name} "
@@ -406,6 +410,8 @@ def check_out(out, kind: OutKind, *, dtype, shape: tuple, inputs: dict) -> tuple
             raise ValueError(f"{label} must have the result's shape {tuple(shape)} "
                              f"(got {tuple(arr.shape)})")
         kind.check(label, arr, first_input)
+        if not addresses:
+            continue
         memory = kind.memory(arr)
         itself = overlaps_itself(memory)
         if itself is None:

@@ -80,3 +80,23 @@ def test_out_beyond_the_exact_check_limit_is_refused_as_undecided(monkeypatch):
     monkeypatch.setattr(_validate, "EXACT_OVERLAP_LIMIT", 12)
     with pytest.raises(ValueError, match="cannot check that out.*EXACT_OVERLAP_LIMIT"):
         bt.band(x, 0.05, "tv", out=(buffer[::2], buffer[1::2]))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_out_traces_under_torch_compile_fullgraph(dtype):
+    """Regression: out= under torch.compile(fullgraph=True) failed inside the
+    overlap check (a traced tensor has no address), as dynamo's opaque
+    'Observed exception'. It now traces; the bounds written are the eager
+    call's, for an out= apart from the input and for one that aliases it."""
+    torch._dynamo.reset()
+    p = torch.tensor([0.0, 1e-6, 0.3, 0.5, 0.9, 1.0], dtype=dtype)
+    expected = bt.band(p, 0.05, "tv")
+    f = torch.compile(lambda x, a, b: bt.band(x, 0.05, "tv", out=(a, b)), fullgraph=True)
+    out = (torch.empty_like(expected[0]), torch.empty_like(expected[1]))
+    got = f(p, *out)
+    assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+    assert torch.equal(out[0], expected[0]) and torch.equal(out[1], expected[1])
+    x = p.clone()  # the lower bound written over the input it is computed from
+    f(x, x, torch.empty_like(x))
+    assert torch.equal(x, expected[0])
+    torch._dynamo.reset()

@@ -38,8 +38,13 @@ def check_out(out, x, name: str) -> tuple[torch.Tensor, torch.Tensor] | None:
     if not isinstance(x, torch.Tensor):
         return None
     dtype = compute_dtype(x.dtype) if x.dtype.is_floating_point else torch.float32
+    # Traced by torch.compile, a tensor has no address to compare: the memory
+    # checks are left out there (the compiled code still writes the bounds
+    # after computing them, so an out= that aliases the input gets the right
+    # values; two outs that alias each other are the caller's to avoid)
     return _validate.check_out(out, _TENSORS, dtype=dtype, shape=tuple(x.shape),
-                               inputs={name: x})
+                               inputs={name: x},
+                               addresses=not torch.compiler.is_compiling())
 
 
 def write_into(bounds: TensorBounds, out: tuple[torch.Tensor, torch.Tensor] | None
