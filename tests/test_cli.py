@@ -177,3 +177,15 @@ def test_regression_cli_reports_solver_errors_without_a_traceback(capsys, monkey
     monkeypatch.setattr(api, "band", unresolved)
     assert main(["bounds", "--p", "1e-300", "--delta", "1e300", "--divergence", "alpha:3"]) == 2
     assert "bandsolve: error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "two"])
+def test_repro_refuses_a_job_count_below_one(jobs, capsys, tmp_path, monkeypatch):
+    """Regression: --jobs 0 and --jobs -3 were accepted silently; they are
+    refused by the parser before anything is written."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        main(["repro", "--skip-dynamics", "--jobs", jobs])
+    assert stopped.value.code == 2
+    assert "argument --jobs" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []

@@ -15,6 +15,16 @@ from collections.abc import Sequence
 from . import COMMANDS, DEFAULT_OUT
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1 process, got {value}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``bandsolve repro`` (``python -m bandsolve.paper_repro`` too)."""
     parser.add_argument("--out", default=DEFAULT_OUT,
@@ -22,10 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
     parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
     parser.add_argument("--full", action="store_true",
-                        help="the long dynamics study (more seeds and steps, an Adam variant)")
+                        help="the long dynamics study (the autoregressive study at its "
+                             "pre-registered 16 seeds; more seeds and steps elsewhere)")
     parser.add_argument("--skip-dynamics", action="store_true",
                         help="theory claims and figures only (seconds)")
-    parser.add_argument("--jobs", type=int, default=1,
+    parser.add_argument("--jobs", type=_positive_int, default=1,
                         help="processes for the dynamics study (default 1); runs are seeded "
                              "per task, so the results do not depend on it")
     parser.add_argument("--resume", metavar="DIR",
@@ -63,6 +74,9 @@ def add(sub) -> None:
                                         "under --out; nothing is written into the package "
                                         "(compiled kernels are cached in NUMBA_CACHE_DIR if "
                                         "set, else in the user cache folder, such as "
-                                        "~/.cache/numba).")
+                                        "~/.cache/numba; torch's fused kernels, where torch "
+                                        "is used, in TORCHINDUCTOR_CACHE_DIR if set, else "
+                                        "in torch's default, a folder under the system's "
+                                        "temporary directory).")
     add_arguments(parser)
     parser.set_defaults(run=_run)

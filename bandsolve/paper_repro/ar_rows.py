@@ -76,9 +76,10 @@ def verdict_text(result) -> str:
     verdict, held, why = result["verdict"]
     seeds = result["config"].seeds
     if seeds < ar_study.MIN_SEEDS:
+        reason = f" ({'; '.join(why)})" if why and verdict != "reproduces" else ""
         return (f"Smoke run ({seeds} seeds, fewer than the pre-registered "
-                f"{ar_study.MIN_SEEDS}): its verdict rules read \"{verdict}\", which decides "
-                "nothing")
+                f"{ar_study.MIN_SEEDS}): its verdict rules read \"{verdict}\"{reason}, which "
+                "decides nothing; the row's verdict is its tests' alone")
     text = f"Pre-registered study verdict: {verdict}"
     if verdict == "contradicted":
         text += f" ({'; '.join(why)})"
