@@ -271,3 +271,21 @@ def test_cli_logp_given_a_number_not_a_file_says_it_wants_a_file(tmp_path, capsy
     np.save(tmp_path / "old.npy", np.array([-0.5, -2.0]))
     assert main(["calibrate", "--logp", "old.npy", "--new-logp", "missing.txt"]) == 2
     assert "--new-logp missing.txt: no such file" in capsys.readouterr().err
+
+
+def test_cli_logp_file_that_holds_no_numbers_is_named_without_a_pickle_hint(tmp_path, capsys,
+                                                                             monkeypatch):
+    """Regression: a .npy of garbage got numpy's advice to load it with
+    allow_pickle=True (unsafe, and wrong: it is no pickle), without the file's
+    name; a folder got '[Errno 21] Is a directory'. Each now names the option
+    and the file and says what is wrong, in one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "garbage.npy").write_bytes(b"not an array")
+    (tmp_path / "words.txt").write_text("-0.5\nabc\n")
+    (tmp_path / "folder").mkdir()
+    for name, says in (("garbage.npy", "no .npy array of numbers"),
+                       ("words.txt", "one number per entry"), ("folder", "a folder")):
+        assert main(["calibrate", "--match-clip", "0.2", "--logp", name]) == 2
+        err = capsys.readouterr().err
+        assert f"--logp {name}" in err and says in err and "allow_pickle" not in err
+        assert len(err.strip().splitlines()) == 1

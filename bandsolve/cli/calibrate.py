@@ -29,11 +29,26 @@ def _load_sample(path: str, option: str):
         raise ValueError(f"{option} {path}: no such file; {option} takes a .npy or text "
                          "file of log-probabilities, one per token (for the width at "
                          "one probability, use --at-p)")
-    if path.endswith(".npy"):
-        return np.load(path, allow_pickle=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an empty file: reported as an empty sample
-        return np.loadtxt(path, dtype=float, ndmin=1)
+    if os.path.isdir(path):
+        raise ValueError(f"{option} {path}: a folder; {option} takes a .npy or text file "
+                         "of log-probabilities, one per token")
+    try:
+        if path.endswith(".npy"):
+            return np.load(path, allow_pickle=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # an empty file: reported as an empty sample
+            return np.loadtxt(path, dtype=float, ndmin=1)
+    except ValueError as exc:
+        # numpy's words for a file that is not an array of numbers (for a .npy
+        # that is not one, it suggests allow_pickle=True, which would load
+        # and run a pickle: never what this option wants)
+        kind = "a .npy file of numbers" if path.endswith(".npy") else "one number per entry"
+        detail = str(exc).splitlines()[0][:120]
+        if "pickle" in detail:
+            detail = "no .npy array of numbers in it: Python objects are never loaded"
+        raise ValueError(f"{option} {path}: cannot be read as {kind} ({detail})") from None
+    except OSError as exc:
+        raise ValueError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
 
 
 def format_table(rows, *, clip: float, clip_high: float | None, target: str | None,
