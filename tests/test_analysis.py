@@ -89,3 +89,20 @@ def test_a_t_band_over_few_seeds_stays_within_the_metric_range():
     band = ax.collections[0].get_paths()[0].vertices[:, 1]
     assert band.min() < 0.0 and band.max() > 1.0  # what it drew before
     plt.close("all")
+
+
+def test_a_log_panel_over_few_seeds_shows_its_means_not_twenty_decades_of_band():
+    """Regression: the 3-seed smoke figure's per-step KL panels spanned 1e-20
+    to 1e8 (the band of a geometric mean over 3 seeds), which flattened every
+    mean; the view is now the means and a decade either side."""
+    import matplotlib.pyplot as plt
+
+    from bandsolve.analysis.common import band_plot
+
+    values = np.array([[1e-2, 1e-12, 1e-3], [1e-3, 1e-1, 1e-11]]).T  # (steps, seeds)
+    fig, ax = plt.subplots()
+    band_plot(ax, {"r": {"step_kl": values}}, "step_kl", "y", "t", {"r": {"color": "C0"}},
+              log=True)
+    means = np.exp(np.log(values).mean(axis=1))
+    np.testing.assert_allclose(ax.get_ylim(), (means.min() / 10, means.max() * 10))
+    plt.close("all")

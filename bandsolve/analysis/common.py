@@ -118,7 +118,10 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
     rule to its plot style; ``x`` defaults to the steps 1, 2, ...
     ``limits``: the metric's range (a probability's (0, 1), an entropy's
     (0, None)); the band is drawn within it, since a t interval over a few
-    seeds can leave a range its metric cannot (the mean never does)."""
+    seeds can leave a range its metric cannot (the mean never does). On a
+    log axis the view spans the means and a decade either side: a band over
+    a few seeds can cover twenty decades, which would flatten every mean."""
+    centres = []
     for rule, history in results.items():
         values = history[metric]
         if log:
@@ -130,6 +133,7 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
         low, high = np.clip(low, *limits), np.clip(high, *limits)
         steps = np.arange(1, centre.size + 1) if x is None else np.asarray(x)[:centre.size]
         style = styles[rule]
+        centres.append(centre)
         ax.plot(steps, centre, lw=1.8, **style)
         ax.fill_between(steps, low, high, color=style["color"], alpha=0.15, lw=0)
     ax.set_title(title, fontsize=11)
@@ -137,6 +141,10 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
+        means = np.concatenate(centres) if centres else np.zeros(0)
+        means = means[np.isfinite(means) & (means > 0)]
+        if means.size:
+            ax.set_ylim(means.min() / 10.0, means.max() * 10.0)
     ax.grid(True, alpha=0.3)
 
 
