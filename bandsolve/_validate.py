@@ -108,20 +108,30 @@ def _check(arr, name, low, high, low_inclusive, high_inclusive, messages):
 
 def check_probability(p, name: str = "p") -> np.ndarray:
     arr = as_real_array(p, name)
+    _check_probability_range(p, arr, name)
+    return arr
+
+
+def _check_probability_range(p, arr: np.ndarray, name: str) -> None:
+    """p's range, for ``arr = as_real_array(p)``."""
     _check_wider(p, arr, name, 0.0, 1.0, True, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains inf",
         _scan.NEG_INF: "contains -inf", _scan.BELOW: "must lie in [0, 1]",
         _scan.ABOVE: "must lie in [0, 1]"})
-    return arr
 
 
 def check_log_probability(logp, name: str = "logp") -> np.ndarray:
     """log p in [-inf, 0]; -inf is log 0, a valid probability of zero."""
     arr = as_real_array(logp, name)
+    _check_log_probability_range(logp, arr, name)
+    return arr
+
+
+def _check_log_probability_range(logp, arr: np.ndarray, name: str) -> None:
+    """log p's range, for ``arr = as_real_array(logp)``."""
     _check_wider(logp, arr, name, -math.inf, 0.0, True, True, {
         _scan.NAN: "contains NaN", _scan.POS_INF: "contains +inf",
         _scan.ABOVE: "must be <= 0 (a log-probability)"})
-    return arr
 
 
 def check_delta(delta, name: str = "delta") -> np.ndarray:
@@ -244,7 +254,9 @@ def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=Non
     kernel's pass instead of here (``BandRequest.range_deferred``); the
     errors, and which of them is raised first, are the same either way.
     """
-    x_arr = as_real_array(x, "logp" if from_logp else "p")
+    name = "logp" if from_logp else "p"
+    x_arr = as_real_array(x, name)
+    check_range = _check_log_probability_range if from_logp else _check_probability_range
     try:
         div = get_divergence(divergence)
         delta_arr = check_delta(delta)
@@ -253,20 +265,15 @@ def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=Non
             raise ValueError(f"on_failure must be 'raise' or 'nan' (got {on_failure!r})")
         shape, x_flat, delta_flat = flat_operands(x_arr, delta_arr)
     except Exception:
-        _check_x(x, from_logp)  # a bad x is reported first, as it always was
+        check_range(x, x_arr, name)  # a bad x is reported first, as it always was
         raise
     deferred = (defer_range_check and not from_logp and div.margins is not None
                 and delta_flat.size == 1 and x_flat.size == math.prod(shape)
                 and x_flat.size >= DEFERRED_RANGE_MIN and np.asarray(x).dtype.itemsize <= 8)
     if not deferred:
-        _check_x(x, from_logp)
-    name = "logp" if from_logp else "p"
+        check_range(x, x_arr, name)
     return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
                        ((name, x_arr), ("delta", delta_arr)), deferred)
-
-
-def _check_x(x, from_logp: bool) -> None:
-    check_log_probability(x) if from_logp else check_probability(x)
 
 
 def check_deferred_range(request: BandRequest) -> None:
@@ -274,7 +281,7 @@ def check_deferred_range(request: BandRequest) -> None:
     its usual ValueError where p has an element outside [0, 1], NaN or inf;
     nothing where the request deferred none."""
     if request.range_deferred:
-        check_probability(request.inputs[0][1])
+        _check_probability_range(request.inputs[0][1], request.inputs[0][1], "p")
 
 
 # ------------------------------------------------------------------- out=
