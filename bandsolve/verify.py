@@ -279,9 +279,16 @@ def markdown(rows) -> str:
         worst_1d = r.width_where if r.width_max >= r.band_max else r.band_where
         worst_vocab = (r.simplex_width_where if r.simplex_width_max >= r.simplex_max
                        else r.simplex_where)
-        lines.append(f"| `{r.divergence}` | {r.tolerance:.0e} | {r.band_max:.1e} "
-                     f"| {r.width_max:.1e} | {worst_1d} | {r.vocabulary_tolerance:.0e} "
-                     f"| {r.simplex_max:.1e} | {r.simplex_width_max:.1e} | {worst_vocab} "
+        def size(value, tolerance):
+            # two digits, or as many as show a value over its tolerance
+            # (1.00001e-08 against 1e-08 printed as 1.0e-08 hid the failure)
+            return f"{value:.1e}" if value <= tolerance else f"{value:.6g}"
+
+        lines.append(f"| `{r.divergence}` | {r.tolerance:.0e} | {size(r.band_max, r.tolerance)} "
+                     f"| {size(r.width_max, r.tolerance)} | {worst_1d} "
+                     f"| {r.vocabulary_tolerance:.0e} "
+                     f"| {size(r.simplex_max, r.vocabulary_tolerance)} "
+                     f"| {size(r.simplex_width_max, r.vocabulary_tolerance)} | {worst_vocab} "
                      f"| {inside} | {r.kkt_max:.0e} | {r.solves} | {r.solver_seconds:.1f} "
                      f"| {verdict} |")
     return "\n".join(lines)

@@ -273,3 +273,13 @@ def test_verify_unsolved_program_is_certified_in_mpmath_or_fails(monkeypatch):
     rows = verify.run(divergences=("kl",), p_values=(0.3,), deltas=(0.05,), sizes=(),
                       progress=False)
     assert rows[0].uncertified == 2 and not rows[0].passed
+
+
+def test_verify_table_shows_the_digits_that_make_a_row_fail():
+    """Regression: a certified width of 1.00001e-08 against a tolerance of
+    1e-08 failed its row but printed as 1.0e-08, so the table could not say
+    why; a size over its tolerance now prints with the digits that show it."""
+    row = verify.Row("jeffreys", tolerance=1e-8, vocabulary_tolerance=1e-6,
+                     band_max=6.8e-9, width_max=1.00001e-8, bounds=1)
+    line = verify.markdown([row]).splitlines()[-1]
+    assert "| 1.00001e-08 |" in line and "| 6.8e-09 |" in line and "FAIL" in line
