@@ -158,13 +158,21 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
     _remove_dead_writers_parts(target)
 
 
-def output_folder(path: str | os.PathLike, option: str = "--out") -> str:
-    """Make the folder ``path`` (and its parents) for output, and check that a
-    file can be written there; ``option`` names it in the error."""
+def refuse_file_in_the_way(path: str | os.PathLike, option: str = "--out") -> None:
+    """NotADirectoryError where ``path``, an output folder, is a file: checked
+    for every folder of a command before any is made, so that a refusal
+    leaves nothing behind."""
     folder = os.fspath(path)
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise NotADirectoryError(f"{option} {folder!r} is a file, not a folder: name a folder "
                                  "(it is made if missing)")
+
+
+def output_folder(path: str | os.PathLike, option: str = "--out") -> str:
+    """Make the folder ``path`` (and its parents) for output, and check that a
+    file can be written there; ``option`` names it in the error."""
+    folder = os.fspath(path)
+    refuse_file_in_the_way(folder, option)
     try:
         os.makedirs(folder, exist_ok=True)
     except (FileExistsError, NotADirectoryError):  # a parent is a file

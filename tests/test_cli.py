@@ -189,3 +189,17 @@ def test_repro_refuses_a_job_count_below_one(jobs, capsys, tmp_path, monkeypatch
     assert stopped.value.code == 2
     assert "argument --jobs" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+def test_repro_refused_for_a_file_in_the_way_leaves_no_folder_behind(tmp_path, capsys,
+                                                                      monkeypatch):
+    """Regression: `repro --figures afile` was refused cleanly but left an empty
+    ./bandsolve-output, and --resume under --skip-dynamics made a folder that
+    nothing uses."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    assert main(["repro", "--skip-dynamics", "--figures", "afile"]) == 2
+    assert "--figures" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert main(["repro", "--skip-dynamics", "--out", "out", "--resume", "kept"]) == 0
+    assert (tmp_path / "out" / "REPORT.md").exists() and not (tmp_path / "kept").exists()

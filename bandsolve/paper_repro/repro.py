@@ -29,7 +29,7 @@ from bandsolve import convex
 from bandsolve.baselines import ppo_bounds
 from bandsolve.divergences import BUILTIN_DIVERGENCES
 
-from .._files import atomic_write, output_folder
+from .._files import atomic_write, output_folder, refuse_file_in_the_way
 from .._progress import Progress
 
 
@@ -593,15 +593,20 @@ def run(config: ReproConfig = ReproConfig()) -> Reproduction:
     """Reproduce the claims and figures, and write the report (see :class:`ReproConfig`)."""
     report_path = config.out_report or os.path.join(config.out, "REPORT.md")
     figures_dir = config.figures or os.path.join(config.out, "figures")
-    # before any work: a file in the way, or no permission, is said at once
-    output_folder(os.path.dirname(os.path.abspath(report_path)),
-                  "--out-report's folder" if config.out_report else "--out")
+    # before any work: a file in the way, or no permission, is said at once,
+    # and a file in the way of any folder before any folder is made
+    folders = [(os.path.dirname(os.path.abspath(report_path)),
+                "--out-report's folder" if config.out_report else "--out"),
+               (figures_dir, "--figures" if config.figures else "--out's figures folder")]
+    if config.resume and not config.skip_dynamics:  # only the dynamics study keeps runs
+        folders.append((config.resume, "--resume"))
+    for folder, option in folders:
+        refuse_file_in_the_way(folder, option)
     if os.path.isdir(report_path):
         raise IsADirectoryError(f"the report {report_path!r} would replace a folder: name a "
                                 "file with --out-report")
-    output_folder(figures_dir, "--figures" if config.figures else "--out's figures folder")
-    if config.resume:
-        output_folder(config.resume, "--resume")
+    for folder, option in folders:
+        output_folder(folder, option)
     start = time.perf_counter()
     kept_before = (os.path.isdir(config.resume) and os.listdir(config.resume)
                    if config.resume else [])
