@@ -82,8 +82,8 @@ class OutOfReach(ValueError):
 
 def _clip_bounds(p: np.ndarray, eps_low: float, eps_high: float):
     """The clip rule's bounds, the upper one at most 1/p (a probability
-    cannot exceed 1)."""
-    with np.errstate(divide="ignore"):
+    cannot exceed 1). 1/p overflows to inf for a subnormal p: that is the end."""
+    with np.errstate(divide="ignore", over="ignore"):
         end = np.where(p > 0, 1.0 / np.where(p > 0, p, 1.0), np.inf)
     return np.full(p.shape, 1.0 - eps_low), np.minimum(1.0 + eps_high, end)
 
@@ -123,6 +123,16 @@ def _sample(logp, name: str) -> np.ndarray:
     if arr.size == 0:
         raise ValueError(f"{name} is empty: calibrate on a sample of at least one token")
     return arr
+
+
+def resolve_target(target: str | None, *, at_p=None, new_logp=None) -> str:
+    """The target :func:`calibrate_delta` matches: ``target`` where given, else
+    ``"width"`` with ``at_p``, ``"clip_fraction"`` with ``new_logp``, else
+    ``"mean_change"``."""
+    if target is not None:
+        return target
+    return ("width" if at_p is not None else
+            "clip_fraction" if new_logp is not None else "mean_change")
 
 
 def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
@@ -177,9 +187,7 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
     step = 0.0  # the jumps of a step-function target (a token's share), else 0
     eps_low = _check_eps(clip, "clip")
     eps_high = eps_low if clip_high is None else _check_eps(clip_high, "clip_high")
-    if target is None:
-        target = ("width" if at_p is not None else
-                  "clip_fraction" if new_logp is not None else "mean_change")
+    target = resolve_target(target, at_p=at_p, new_logp=new_logp)
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}")
     if target == "width":
@@ -334,8 +342,8 @@ def _solve(measure, goal: float, increasing: bool, target: str, step: float) -> 
     reach = (min(at_lo, at_hi), max(at_lo, at_hi))
     if not (reach[0] <= goal <= reach[1]):
         raise OutOfReach(
-            f"the {target} target {goal!r} is out of the band's reach: delta in "
-            f"[{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] gives {reach[0]!r} to {reach[1]!r}"
+            f"the {target} target {goal:.10g} is out of the band's reach: delta in "
+            f"[{DELTA_RANGE[0]:g}, {DELTA_RANGE[1]:g}] gives {reach[0]:.10g} to {reach[1]:.10g}"
             + (" (a width is at most 1/p, or max_ratio)" if target == "width" else ""))
     if goal == (at_lo if increasing else at_hi) and step == 0.0:
         return DELTA_RANGE[0] if increasing else DELTA_RANGE[1]

@@ -289,3 +289,18 @@ def test_cli_logp_file_that_holds_no_numbers_is_named_without_a_pickle_hint(tmp_
         err = capsys.readouterr().err
         assert f"--logp {name}" in err and says in err and "allow_pickle" not in err
         assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("at_p", ["5e-324", "1e-310"])
+def test_regression_cli_at_a_subnormal_p_warns_nothing_and_names_the_width_target(at_p, capsys):
+    """`calibrate --at-p 5e-324` printed numpy's 'overflow encountered in
+    divide' twice (1/p of the clip rule's simplex end) and a header reading
+    'target None' when no divergence could reach the goal. Under warnings as
+    errors (this suite's filter) the first would fail; the header now names
+    the width target it compared, and each row says why it is out of reach."""
+    assert main(["calibrate", "--at-p", at_p]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    header = captured.out.splitlines()[0]
+    assert "target width, at p = " in header and "None" not in header
+    assert "out of the band's reach" in captured.out and "nan" not in captured.out.lower()

@@ -51,7 +51,7 @@ def _load_sample(path: str, option: str):
         raise ValueError(f"{option} {path}: cannot be read ({exc.strerror or exc})") from None
 
 
-def format_table(rows, *, clip: float, clip_high: float | None, target: str | None,
+def format_table(rows, *, clip: float, clip_high: float | None, target: str,
                  where: str) -> str:
     """The rows of :func:`bandsolve.calibrate.table` side by side, under a
     header naming the clip rule, the target and the sample (``where``)."""
@@ -65,7 +65,6 @@ def format_table(rows, *, clip: float, clip_high: float | None, target: str | No
             cells.append((r.divergence, "unreachable", "", "", ""))
             notes.append(f"{r.divergence}: {r.reason}")
             continue
-        target = r.target
         cells.append((r.divergence, f"{r.delta:.6g}", f"{r.goal:.6g}", f"{r.achieved:.6g}",
                       str(r.excluded)))
     header = f"delta matching the clip {rule}: target {target}, {where}"
@@ -79,7 +78,7 @@ def format_table(rows, *, clip: float, clip_high: float | None, target: str | No
 def _run(args: argparse.Namespace) -> None:
     import numpy as np
 
-    from ..calibrate import table
+    from ..calibrate import resolve_target, table
 
     logp = _load_sample(args.logp, "--logp") if args.logp else None
     new_logp = _load_sample(args.new_logp, "--new-logp") if args.new_logp else None
@@ -91,7 +90,8 @@ def _run(args: argparse.Namespace) -> None:
     where = (f"at p = {at_p:.10g}" if logp is None else
              f"over {np.size(logp)} tokens of {args.logp}")
     print(format_table(rows, clip=args.match_clip, clip_high=args.clip_high,
-                       target=args.target, where=where))
+                       target=resolve_target(args.target, at_p=at_p, new_logp=new_logp),
+                       where=where))
 
 
 def add(sub) -> None:
