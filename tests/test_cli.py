@@ -203,3 +203,31 @@ def test_repro_refused_for_a_file_in_the_way_leaves_no_folder_behind(tmp_path, c
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
     assert main(["repro", "--skip-dynamics", "--out", "out", "--resume", "kept"]) == 0
     assert (tmp_path / "out" / "REPORT.md").exists() and not (tmp_path / "kept").exists()
+
+
+def test_regression_bounds_into_a_closed_pipe_exits_quietly():
+    """`bandsolve bounds --p $(seq 0 0.001 1) | head -1` ended with
+    'bandsolve: error: [Errno 32] Broken pipe' and exit 2. A reader that
+    stops early now ends the command as it ends coreutils' writers: no words
+    on stderr, exit 141 (128 + SIGPIPE)."""
+    from bandsolve.cli import EXIT_CLOSED_PIPE
+
+    values = [f"{p:.4f}" for p in np.linspace(0, 1, 5001)]  # well over a pipe's 64 KiB
+    proc = subprocess.Popen([sys.executable, "-m", "bandsolve", "bounds", "--p", *values],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout.readline().startswith(b"Band-kl bounds")
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert err == b"" and proc.returncode == EXIT_CLOSED_PIPE
+
+
+def test_regression_repro_resume_naming_a_file_is_refused_even_when_skipping_dynamics(
+        tmp_path, capsys, monkeypatch):
+    """`repro --resume FILE --skip-dynamics` accepted a plain file as the
+    folder of kept runs; it is refused, and the file is left as it was."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("mine")
+    assert main(["repro", "--skip-dynamics", "--resume", "afile"]) == 2
+    assert "--resume 'afile' is a file, not a folder" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
+    assert (tmp_path / "afile").read_text() == "mine"

@@ -225,3 +225,18 @@ def test_a_user_generator_growing_like_r_squared_builds_a_table_again():
     # inside the grid, the chi2 closed form: r = 1 + sqrt(delta (1 - p) / p)
     p = math.exp(-50.0)
     assert upper[1] == pytest.approx(1 + math.sqrt(0.05 * (1 - p) / p), rel=1e-6)
+
+
+@pytest.mark.parametrize("path", [None, 3, 2.5, ["kl.npz"], {"path": "kl.npz"}])
+def test_regression_table_paths_that_are_not_paths_name_the_argument(path, tmp_path):
+    """`table.load(None)` (and save, and a non-path of any kind) raised
+    pathlib's bare 'expected str, bytes or os.PathLike object, not NoneType',
+    which names neither the argument nor what it wants."""
+    data = table.build("tv", 0.05)
+    for call in (lambda: table.load(path), lambda: table.save(data, path),
+                 lambda: table.check_destination(path)):
+        with pytest.raises(TypeError, match=r"^path must be a file path \(a str or "
+                                            r"os\.PathLike\) naming a \.npz or \.pt table"):
+            call()
+    table.save(data, str(tmp_path / "kl.npz").encode())  # a bytes path is a path
+    assert table.load(tmp_path / "kl.npz").delta == 0.05

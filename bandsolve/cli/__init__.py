@@ -70,6 +70,23 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+#: the exit status of a command whose reader closed the pipe (``bandsolve
+#: bounds ... | head -1``): a writer killed by SIGPIPE, 128 + 13, as coreutils'
+#: ``seq`` or ``yes`` end there, so that a shell's ``pipefail`` reads it alike
+EXIT_CLOSED_PIPE = 141
+
+
+def _quiet_closed_pipe() -> int:
+    """Point stdout at /dev/null, so that the interpreter's last flush of the
+    unread output raises nothing more, and give :data:`EXIT_CLOSED_PIPE`."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_CLOSED_PIPE
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(argv).parse_args(argv)
@@ -77,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         result = args.run(args)
+        sys.stdout.flush()  # inside the try: a closed pipe shows on this flush too
+    except BrokenPipeError:
+        return _quiet_closed_pipe()
     except (ValueError, TypeError, BandSolveError, OSError, ImportError) as exc:
         print(f"bandsolve: error: {exc}", file=sys.stderr)
         return 2

@@ -598,8 +598,12 @@ def run(config: ReproConfig = ReproConfig()) -> Reproduction:
     folders = [(os.path.dirname(os.path.abspath(report_path)),
                 "--out-report's folder" if config.out_report else "--out"),
                (figures_dir, "--figures" if config.figures else "--out's figures folder")]
-    if config.resume and not config.skip_dynamics:  # only the dynamics study keeps runs
-        folders.append((config.resume, "--resume"))
+    # --resume names a folder whatever runs (a file there is refused), made
+    # only when the dynamics study, the one part that keeps runs, runs
+    if config.resume:
+        refuse_file_in_the_way(config.resume, "--resume")
+        if not config.skip_dynamics:
+            folders.append((config.resume, "--resume"))
     for folder, option in folders:
         refuse_file_in_the_way(folder, option)
     if os.path.isdir(report_path):

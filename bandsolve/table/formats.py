@@ -148,12 +148,24 @@ def _check_metadata(scalars: dict, source: str) -> None:
                                   "outside [0, 1]")
 
 
+def _table_path(path, name: str = "path") -> Path:
+    """``path`` as a Path, or a TypeError naming the argument: pathlib's own
+    ('expected str, bytes or os.PathLike object, not NoneType') names neither
+    the argument nor the function."""
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    if not isinstance(path, str | os.PathLike):
+        raise TypeError(f"{name} must be a file path (a str or os.PathLike) naming a .npz or "
+                        f".pt table (got {type(path).__name__} {path!r:.60})")
+    return Path(path)
+
+
 def check_destination(path: str | os.PathLike) -> Path:
     """The table file ``path`` as :func:`save` will write it, or the error it
     would end in, raised before a table is built: a folder in the way, an
     unknown suffix, ``.pt`` without torch, or a folder that is missing or
     cannot be written to (tried by writing a file there)."""
-    path = Path(path)
+    path = _table_path(path)
     if path.is_dir():
         raise IsADirectoryError(f"cannot write the table {str(path)!r}: it is a folder")
     if path.suffix not in (".npz", ".pt"):
@@ -241,7 +253,7 @@ def load(path: str | os.PathLike, *, verify: bool = True,
     if not isinstance(verify, bool | np.bool_):
         # "no" and "false" are truthy: they would have verified silently
         raise TypeError(f"verify must be True or False (got {verify!r})")
-    path = Path(path)
+    path = _table_path(path)
     source = f"table file {str(path)!r}"
     if path.suffix not in (".npz", ".pt"):
         raise ValueError(f"unknown table format {path.suffix!r}: use .npz or .pt")
