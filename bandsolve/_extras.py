@@ -8,8 +8,8 @@ figures need more, each behind an extra of pyproject.toml:
 extra     modules                                     used by
 ========  ==========================================  ===================================
 verify    cvxpy, clarabel, mpmath, tqdm               bandsolve.verify, .convex, .certificate
-plots     matplotlib, tqdm                            bandsolve.analysis
-repro     both, and torch                             bandsolve.paper_repro (``bandsolve repro``)
+plots     matplotlib, tqdm                            the figures
+repro     both, and torch                             bandsolve.studies (``bandsolve repro``)
 ========  ==========================================  ===================================
 
 Each of those packages calls :func:`require` once, first thing, so that a

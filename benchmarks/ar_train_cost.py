@@ -18,8 +18,8 @@ import time
 
 import torch
 
-from bandsolve.analysis.ar_study import BANDS, full_config, make_rule
-from bandsolve.analysis.autoregressive import train_rules
+from bandsolve.studies.autoregressive.study import BANDS, full_config, make_rule
+from bandsolve.studies.autoregressive.task import train_rules
 
 
 def _cpu(fn) -> float:

@@ -4,14 +4,14 @@ transformer, on one GPU (issue 30, item 5).
     python benchmarks/gpu_ar_study.py [--device cuda] [--out benchmarks/gpu_ar_study.csv]
     python benchmarks/gpu_ar_study.py --tiny   # the same code on the CPU, in seconds
 
-The tabular study (:mod:`bandsolve.analysis.ar_study`) asks whether the band
+The tabular study (:mod:`bandsolve.studies.autoregressive.study`) asks whether the band
 helps under Adam with 4 epochs x 4 mini-batches per rollout batch. This script
 asks the same question of a policy with shared parameters: a causal
 transformer (4 layers, width 256, 4 heads, vocabulary 64 by default; no
 weights are loaded, nothing is downloaded), so that an update on one answer
 moves the probability of every other answer, as in an LLM.
 
-* **The task** is the tabular one's (:class:`~bandsolve.analysis.autoregressive.TaskConfig`),
+* **The task** is the tabular one's (:class:`~bandsolve.studies.autoregressive.task.TaskConfig`),
   with answers of two tokens after a prompt of ``prompt`` random tokens (one
   prompt per context, drawn from the seed): the first answer token is the
   decision (the model's likeliest first token, the head, pays ``head_pay``; its
@@ -38,7 +38,7 @@ moves the probability of every other answer, as in an LLM.
   replica trains exactly as it would alone.
 * **The same study.** Rules, matched-step deltas from pilot seeds that are
   never reused, the fixed delta, the Holm family and the verdict are
-  :mod:`bandsolve.analysis.ar_study`'s own (``BASE_RULES``, ``match_delta``,
+  :mod:`bandsolve.studies.autoregressive.study`'s own (``BASE_RULES``, ``match_delta``,
   ``family``, ``holm``, ``no_clip_matches``, ``verdict``). Only the learning
   rates differ: a transformer's Adam steps are not a logit table's. SGD, a
   secondary setting in the tabular study, is not run here.
@@ -66,7 +66,7 @@ import torch
 import torch.nn.functional as F
 
 from bandsolve._files import atomic_write, output_folder
-from bandsolve.analysis.ar_study import (
+from bandsolve.studies.autoregressive.study import (
     BANDS,
     BASE_RULES,
     FAMILY,
@@ -78,15 +78,15 @@ from bandsolve.analysis.ar_study import (
     no_clip_matches,
     verdict,
 )
-from bandsolve.analysis.autoregressive import (
+from bandsolve.studies.autoregressive.task import (
     METRICS,
-    SIGNS,
     TaskConfig,
     bucket_counts,
     grpo_advantages,
     update_and_count,
 )
-from bandsolve.analysis.common import holm
+from bandsolve.studies.rules import SIGNS
+from bandsolve.studies.stats import holm
 from bandsolve.torch.losses import P_BUCKETS
 
 ANSWER = 2  # tokens per answer

@@ -10,7 +10,7 @@ written row by row as it goes, so a run cut short keeps what finished.
    initialised decoder shaped like a 1.5B model (28 layers, width 1536, 12
    heads; one sequence of 32,768 tokens split into 8 x 4,096) whose
    log-probabilities the band would be computed from.
-2. The sequence task with a wrong head (``bandsolve.analysis.sequence``)
+2. The sequence task with a wrong head (``bandsolve.studies.sequence``)
    scaled up: every rule and control at 16 seeds at once, one process per
    core (the policy is tiny, so the host's cores run it), a row per finished
    run, then the pre-registered endpoints as paired differences. Sized from
@@ -128,9 +128,10 @@ def sequence_at_scale(config: GpuStudyConfig, out_dir: str, write) -> None:
     tiny, so the host's cores run it), a row per finished run, then the
     pre-registered endpoints as paired differences (Band-KL against PPO and
     Clip-Higher)."""
-    from bandsolve.analysis import sequence
+    from bandsolve.studies.sequence import claims, study, task
+    from bandsolve.studies.tables import write_csv
 
-    seq = sequence.SequenceConfig(width=config.sequence_width,
+    seq = task.SequenceConfig(width=config.sequence_width,
                                   sft_steps=config.sequence_sft_steps,
                                   seeds=config.sequence_seeds, steps=config.sequence_steps,
                                   eval_every=max(config.sequence_steps // 10, 1))
@@ -139,13 +140,11 @@ def sequence_at_scale(config: GpuStudyConfig, out_dir: str, write) -> None:
         write(part="sequence run", name=f"{label} seed {seed}", dtype="", tokens="",
               value=f"{history['test/success'][-1]:.4f}", unit="final test success")
 
-    results = sequence.run(seq, jobs=config.sequence_jobs or os.cpu_count() or 1,
-                           name="gpu_study_sequence", on_done=finished)
-    selected = sequence.select(results)
-    sequence.write_csv(os.path.join(out_dir, "gpu_study_sequence.csv"), results)
-    for control in ("ppo", "clip-higher"):
-        for endpoint, diff in sequence.paired_endpoints(selected, seq, "band-kl",
-                                                        control).items():
+    result = study.run(seq, jobs=config.sequence_jobs or os.cpu_count() or 1, on_done=finished)
+    write_csv(os.path.join(out_dir, "gpu_study_sequence.csv"), *result.table())
+    for control in claims.CONTROLS:
+        for endpoint, diff in claims.paired_endpoints(result.selected, seq, "band-kl",
+                                                      control).items():
             value = "not comparable" if diff is None else (
                 f"{diff['mean']:+.4f} [{diff['low']:+.4f}, {diff['high']:+.4f}] "
                 f"d_z {diff['d']:+.2f} p {diff['p']:.2g}")

@@ -146,7 +146,7 @@ def test_cli_bounds_p_zero_row_prints_no_negative_zero(capsys):
 
 @pytest.mark.parametrize("command", [[], ["verify"], ["doctor"]])
 def test_cli_help_shows_no_rest_double_backticks(command):
-    out = subprocess.run([sys.executable, "-m", "bandsolve.cli", *command, "--help"],
+    out = subprocess.run([sys.executable, "-m", "bandsolve", *command, "--help"],
                          capture_output=True, text=True, check=True).stdout
     assert "``" not in out, out
 

@@ -25,7 +25,8 @@ _HELPER = textwrap.dedent("""
     import os, random, signal, sys, time
     import numpy as np
     from bandsolve import table
-    from bandsolve.analysis.common import save_figure, write_csv
+    from bandsolve.studies.plotting import save_figure
+    from bandsolve.studies.tables import history_rows, write_csv
     import matplotlib.pyplot as plt
 
     kind, folder, tries = sys.argv[1], sys.argv[2], int(sys.argv[3])
@@ -49,7 +50,8 @@ _HELPER = textwrap.dedent("""
     elif kind == "csv":
         results = [{"ppo": {"reward": np.full((300, 8), float(k))}} for k in (0, 1)]
         path = os.path.join(folder, "study.csv")
-        write = lambda k: write_csv(path, results[k], ["reward"])
+        write = lambda k: write_csv(path, ["rule", "seed", "step", "reward"],
+                                    history_rows(("ppo",), results[k]["ppo"], ["reward"]))
         contents = []
     elif kind == "figure":
         path = os.path.join(folder, "fig.png")

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-pytest.importorskip("matplotlib")  # bandsolve.analysis needs the plots extra
+pytest.importorskip("matplotlib")  # bandsolve.studies needs the repro extra
 
 ROOT = Path(__file__).resolve().parents[1]
 

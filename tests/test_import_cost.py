@@ -55,7 +55,7 @@ def test_cli_declarations_match_the_library():
     from bandsolve import BUILTIN_DIVERGENCES, calibrate
     from bandsolve.cli import DEFAULT_OUT, builtin_divergences
     from bandsolve.cli import calibrate as cli_calibrate
-    from bandsolve.paper_repro import ReproConfig
+    from bandsolve.studies.report import ReproConfig
 
     assert cli_calibrate.TARGETS == calibrate.TARGETS
     assert builtin_divergences() == tuple(BUILTIN_DIVERGENCES)

@@ -1,6 +1,6 @@
 """The package in layers (issue 32): bandsolve's imports, read from the source
 with ast, form no circle, and none runs from the core up to the command line,
-the analysis, the reproduction or the trainer plug-ins.
+the studies and the reproduction, or the trainer plug-ins.
 
 Every import counts, at module level or inside a function, and so does
 ``importlib.import_module("bandsolve...")`` with a literal name. Code under
@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bandsolve"
 
 #: the layers above the core, from the top down: each may import those below
 #: it and the core, never one above
-UPPER = ("cli", "paper_repro", "analysis", "integrations")
+UPPER = ("cli", "studies", "integrations")
 #: bandsolve.torch.verl, .trl, .skyrl and .openrlhf are the plug-ins' first import paths,
 #: aliases that replace themselves with bandsolve.integrations' modules: they
 #: belong to the plug-in layer, wherever they sit

@@ -77,11 +77,11 @@ def _added_by(module: str) -> list:
 
 
 def test_import_check_reports_a_module_that_loads_plots():
-    """The check can fail: bandsolve.analysis.bounds loads matplotlib, which
+    """The check can fail: bandsolve.studies.theory.figure loads matplotlib, which
     none of torch, numpy and numba requires."""
     pytest.importorskip("matplotlib")
     pytest.importorskip("torch")
-    assert "matplotlib" in _added_by("bandsolve.analysis.bounds")
+    assert "matplotlib" in _added_by("bandsolve.studies.theory.figure")
 
 
 @pytest.mark.parametrize("blocked, command, extra", [
@@ -121,8 +121,8 @@ def test_import_bandsolve_torch_adds_nothing_beyond_torch_numpy_numba():
 @pytest.mark.parametrize("module, extra", [("bandsolve.convex", "verify"),
                                            ("bandsolve.certificate", "verify"),
                                            ("bandsolve.verify", "verify"),
-                                           ("bandsolve.analysis.bounds", "plots"),
-                                           ("bandsolve.paper_repro.repro", "repro")])
+                                           ("bandsolve.studies.theory.figure", "repro"),
+                                           ("bandsolve.studies.report", "repro")])
 def test_missing_extra_names_the_extra_in_a_trainer_environment(module, extra):
     from bandsolve._extras import MissingExtraError
 

@@ -1,5 +1,5 @@
 """``bandsolve repro``: the options parsed here, the paper's reproduction run
-by :func:`bandsolve.paper_repro.run`.
+by :func:`bandsolve.studies.report.run`.
 
 The options are declared here, without importing the reproduction
 (matplotlib, cvxpy, the kernels), so that ``bandsolve repro --help`` answers
@@ -9,8 +9,6 @@ at once; a missing dependency is reported when the command runs.
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 
 from . import COMMANDS, DEFAULT_OUT
 
@@ -26,7 +24,7 @@ def _positive_int(text: str) -> int:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bandsolve repro`` (``python -m bandsolve.paper_repro`` too)."""
+    """The options of ``bandsolve repro``."""
     parser.add_argument("--out", default=DEFAULT_OUT,
                         help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
     parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
@@ -47,23 +45,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     try:
-        from ..paper_repro import repro
+        from ..studies import jobs, report
     except ImportError as exc:  # matplotlib or another dependency is missing
         raise ValueError(f"bandsolve repro could not start: {exc}") from exc
-    done = repro.run(repro.ReproConfig(
+    # before torch is imported (the report imports it only to train): this
+    # process's own runs then use the pinned CPU kernels too, with no worker
+    jobs.pin_numerics()
+    done = report.run(report.ReproConfig(
         out=args.out, out_report=args.out_report, figures=args.figures, full=args.full,
         skip_dynamics=args.skip_dynamics, jobs=args.jobs, resume=args.resume))
     print(done.text)
     print(f"wrote {done.report_path} and the figures in {done.figures_dir}")
     return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m bandsolve.paper_repro`` (and ``python -m paper_repro``):
-    ``bandsolve repro`` under another name."""
-    from . import main as bandsolve_main
-
-    return bandsolve_main(["repro", *(sys.argv[1:] if argv is None else argv)])
 
 
 def add(sub) -> None:

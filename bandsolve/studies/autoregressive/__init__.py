@@ -1,0 +1,1 @@
+"""The autoregressive study under Adam: the tabular autoregressive task."""

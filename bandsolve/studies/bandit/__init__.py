@@ -1,0 +1,1 @@
+"""The tail-token bandit under SGD: does fixed clipping freeze the tail?"""

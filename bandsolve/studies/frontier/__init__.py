@@ -1,0 +1,1 @@
+"""Reward-entropy frontiers: each clipping rule over its own hyperparameter."""

@@ -1,1 +1,0 @@
-"""``python -m paper_repro``: runs ``bandsolve.paper_repro`` (``bandsolve repro``)."""
