@@ -231,3 +231,21 @@ def test_regression_repro_resume_naming_a_file_is_refused_even_when_skipping_dyn
     assert "--resume 'afile' is a file, not a folder" in capsys.readouterr().err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]
     assert (tmp_path / "afile").read_text() == "mine"
+
+
+@pytest.mark.parametrize("command", [
+    ["bounds", "--p", "0", "1e-300", "0.08", "0.5", "1"],
+    ["bounds", "--divergence", "alpha:0.5", "--delta", "1e-300", "--logp", "-700", "-1e-300"],
+    ["calibrate", "--at-p", "5e-324"],
+    ["export", "--divergence", "tv", "--delta", "0.05", "--out", "t.npz"],
+    ["repro", "--skip-dynamics", "--out", "r"],
+], ids=lambda c: " ".join(c[:2]))
+def test_regression_commands_run_with_warnings_as_errors(command, tmp_path):
+    """Trainers run their suites with warnings as errors, and `calibrate
+    --at-p 5e-324` printed two numpy overflow warnings: each command runs
+    under `python -W error` in a fresh process, where a warning raised by
+    bandsolve or by a library it calls fails it."""
+    run = subprocess.run([sys.executable, "-W", "error", "-m", "bandsolve", *command],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Warning" not in run.stderr, run.stderr[-3000:]
