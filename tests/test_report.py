@@ -168,41 +168,28 @@ def test_regression_every_file_a_committed_report_names_exists(report):
 
 
 def _tiny_studies():
-    from bandsolve.studies.autoregressive import claims as ar_claims
-    from bandsolve.studies.autoregressive import figure as ar_figure
-    from bandsolve.studies.autoregressive import study as ar_study
+    from bandsolve.studies import autoregressive, bandit, frontier, sequence, stress
     from bandsolve.studies.autoregressive.task import TaskConfig
-    from bandsolve.studies.bandit import claims as b_claims
-    from bandsolve.studies.bandit import figure as b_figure
-    from bandsolve.studies.bandit import study as b_study
     from bandsolve.studies.bandit.task import BanditConfig
-    from bandsolve.studies.frontier import claims as f_claims
-    from bandsolve.studies.frontier import figure as f_figure
-    from bandsolve.studies.frontier import study as f_study
-    from bandsolve.studies.sequence import claims as s_claims
-    from bandsolve.studies.sequence import figure as s_figure
-    from bandsolve.studies.sequence import study as s_study
     from bandsolve.studies.sequence.task import SequenceConfig
-    from bandsolve.studies.stress import claims as x_claims
-    from bandsolve.studies.stress import figure as x_figure
-    from bandsolve.studies.stress import study as x_study
 
-    bandit = BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
-    sequence = SequenceConfig(width=16, layers=1, heads=2, sft_steps=5, prompts_per_step=4,
-                              group=4, epochs=2, minibatches=2, steps=4, eval_every=2, k=4,
-                              seeds=2, rules=("ppo", "clip-higher", "band-kl"))
-    frontier = f_study.FrontierConfig(dataclasses.replace(bandit, steps=3),
-                                      optimizers=(("sgd", 2.5),), eps=(0.2,), eps_high=(0.28,),
-                                      dcpo_scale=(1.0,), deltas=(0.05,))
-    ar = ar_study.ARStudyConfig(task=TaskConfig(contexts=2, group=4, minibatches=2, steps=4),
-                                adam_lrs=(0.1, 0.3), sgd_lr=None, seeds=2, pilot_seeds=2,
-                                pilot_deltas=(0.01, 0.05), fixed_at=(), window=2)
-    return [repro.Study(ar_study.NAME, ar_study, ar_figure, ar_claims, ar),
-            repro.Study(b_study.NAME, b_study, b_figure, b_claims, bandit),
-            repro.Study(x_study.NAME, x_study, x_figure, x_claims,
-                        dataclasses.replace(bandit, epochs=8)),
-            repro.Study(s_study.NAME, s_study, s_figure, s_claims, sequence),
-            repro.Study(f_study.NAME, f_study, f_figure, f_claims, frontier)]
+    tiny_bandit = BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
+    configs = {
+        autoregressive: autoregressive.study.ARStudyConfig(
+            task=TaskConfig(contexts=2, group=4, minibatches=2, steps=4), adam_lrs=(0.1, 0.3),
+            sgd_lr=None, seeds=2, pilot_seeds=2, pilot_deltas=(0.01, 0.05), fixed_at=(),
+            window=2),
+        bandit: tiny_bandit,
+        stress: dataclasses.replace(tiny_bandit, epochs=8),
+        sequence: SequenceConfig(width=16, layers=1, heads=2, sft_steps=5, prompts_per_step=4,
+                                 group=4, epochs=2, minibatches=2, steps=4, eval_every=2, k=4,
+                                 seeds=2, rules=("ppo", "clip-higher", "band-kl")),
+        frontier: frontier.study.FrontierConfig(
+            dataclasses.replace(tiny_bandit, steps=3), optimizers=(("sgd", 2.5),), eps=(0.2,),
+            eps_high=(0.28,), dcpo_scale=(1.0,), deltas=(0.05,)),
+    }
+    return [repro.Study(part.study.NAME, part.study, part.figure, part.claims, config)
+            for part, config in configs.items()]
 
 
 def test_report_composes_every_studys_rows_on_a_tiny_configuration(tmp_path):

@@ -50,31 +50,13 @@ class Study:
 
 
 def studies(full: bool) -> list[Study]:
-    """The training studies, in the report's order, at the quick or full size."""
-    from .autoregressive import claims as ar_claims
-    from .autoregressive import figure as ar_figure
-    from .autoregressive import study as ar_study
-    from .bandit import claims as bandit_claims
-    from .bandit import figure as bandit_figure
-    from .bandit import study as bandit_study
-    from .frontier import claims as frontier_claims
-    from .frontier import figure as frontier_figure
-    from .frontier import study as frontier_study
-    from .sequence import claims as sequence_claims
-    from .sequence import figure as sequence_figure
-    from .sequence import study as sequence_study
-    from .stress import claims as stress_claims
-    from .stress import figure as stress_figure
-    from .stress import study as stress_study
+    """The training studies, in the report's order, at the quick or full size
+    (imported here, not above: they need torch, which --skip-dynamics does not)."""
+    from . import autoregressive, bandit, frontier, sequence, stress
 
-    parts = [(ar_study.NAME, ar_study, ar_figure, ar_claims),
-             (bandit_study.NAME, bandit_study, bandit_figure, bandit_claims),
-             (stress_study.NAME, stress_study, stress_figure, stress_claims),
-             (sequence_study.NAME, sequence_study, sequence_figure, sequence_claims),
-             (frontier_study.NAME, frontier_study, frontier_figure, frontier_claims)]
-    return [Study(name, study, figure, claims,
-                  study.full_config() if full else study.smoke_config())
-            for name, study, figure, claims in parts]
+    return [Study(part.study.NAME, part.study, part.figure, part.claims,
+                  part.study.full_config() if full else part.study.smoke_config())
+            for part in (autoregressive, bandit, stress, sequence, frontier)]
 
 
 def train(figures_dir: str, studies: list[Study], jobs: int | Jobs = 1) -> list[Claim]:
