@@ -28,7 +28,10 @@ def _modules() -> dict[str, pathlib.Path]:
 
 
 def _imports(name: str, path: pathlib.Path, known) -> set[str]:
-    """The modules of ``known`` that ``name`` imports anywhere in its source."""
+    """The modules of ``known`` that ``name`` imports anywhere in its source.
+    A package that contains ``name`` is left out: ``from . import study``
+    names the package, whose ``__init__`` imports its parts, and that is no
+    circle between modules (as in tests/test_layers.py)."""
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
@@ -42,7 +45,8 @@ def _imports(name: str, path: pathlib.Path, known) -> set[str]:
             targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
         else:
             continue
-        found |= {t for t in targets if t in known and t != name}
+        found |= {t for t in targets if t in known and t != name
+                  and not name.startswith(t + ".")}
     return found
 
 
