@@ -21,7 +21,7 @@ import re
 
 from datasets import Dataset
 
-from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer
+from bandsolve.integrations.trl import BandGRPOConfig, BandGRPOTrainer
 
 WORDS = ["a", "b", "c", "d", "e", "f", "g", "h"]
 

@@ -36,7 +36,7 @@ from openrlhf.trainer.ray import ppo_actor  # noqa: E402
 from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
-import bandsolve.torch.openrlhf as plugin  # noqa: E402
+import bandsolve.integrations.openrlhf as plugin  # noqa: E402
 from bandsolve.torch import BandSettings  # noqa: E402
 from bandsolve.torch import settings as band_settings  # noqa: E402
 
@@ -371,7 +371,7 @@ class _Stop(Exception):
 
 
 def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
-    """``python -m bandsolve.torch.openrlhf --band.* <train_ppo_ray options>``:
+    """``python -m bandsolve.integrations.openrlhf --band.* <train_ppo_ray options>``:
     OpenRLHF's parser gets its own options only, its strategy's args carry the
     band, and the policy actor group it starts is BandPolicyModelActor."""
     import ray
@@ -383,7 +383,7 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
         seen["actor_type"] = actor_type
         raise _Stop
 
-    monkeypatch.setattr(sys, "argv", ["bandsolve.torch.openrlhf"])  # main replaces it
+    monkeypatch.setattr(sys, "argv", ["bandsolve.integrations.openrlhf"])  # main replaces it
     monkeypatch.setattr(ray, "is_initialized", lambda: True)  # no Ray cluster started
     monkeypatch.setattr(launcher, "RayActorGroup", actor_group)
     import openrlhf.utils
@@ -431,14 +431,14 @@ def test_the_band_actor_is_openrlhfs_policy_actor():
 
 
 def test_python_dash_m_runs_the_command(monkeypatch):
-    """``python -m bandsolve.torch.openrlhf`` (the alias run as a script) reaches
+    """``python -m bandsolve.integrations.openrlhf`` (the alias run as a script) reaches
     main: a bad --band.delta is refused before OpenRLHF parses anything."""
     import runpy
 
     # as in a fresh python -m: the alias not yet imported (here it replaced
     # itself with the plug-in when this file imported it)
-    monkeypatch.delitem(sys.modules, "bandsolve.torch.openrlhf")
+    monkeypatch.delitem(sys.modules, "bandsolve.integrations.openrlhf")
     monkeypatch.setattr(sys, "argv", ["-m", "--band.delta", "-1", "--actor.model_name_or_path",
                                       "x"])
     with pytest.raises(ValueError, match="delta"):
-        runpy.run_module("bandsolve.torch.openrlhf", run_name="__main__")
+        runpy.run_module("bandsolve.integrations.openrlhf", run_name="__main__")

@@ -25,7 +25,7 @@ from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
-import bandsolve.torch.skyrl as plugin  # noqa: E402
+import bandsolve.integrations.skyrl as plugin  # noqa: E402
 
 PolicyLossRegistry = ppo_utils.PolicyLossRegistry
 
@@ -215,7 +215,7 @@ def test_with_a_constant_band_it_is_skyrls_own_ppo_loss(monkeypatch, loss_type, 
 
 
 def test_skyrls_entry_point_dispatches_to_the_plugin(monkeypatch):
-    """``trainer.override_entrypoint=bandsolve.torch.skyrl`` on SkyRL's main_base:
+    """``trainer.override_entrypoint=bandsolve.integrations.skyrl`` on SkyRL's main_base:
     the plug-in's main parses with BandPOTrainConfig and runs SkyRL's experiment."""
     import ray
     from skyrl.train.entrypoints import main_base
@@ -232,7 +232,7 @@ def test_skyrls_entry_point_dispatches_to_the_plugin(monkeypatch):
     monkeypatch.setattr(main_base, "initialize_ray", lambda cfg: seen.setdefault("ray", cfg))
     monkeypatch.setattr(main_base, "skyrl_entrypoint", FakeEntrypoint)
     monkeypatch.setattr(ray, "get", lambda ref: ref)
-    monkeypatch.setattr(sys, "argv", ["main_base", "trainer.override_entrypoint=bandsolve.torch.skyrl",
+    monkeypatch.setattr(sys, "argv", ["main_base", "trainer.override_entrypoint=bandsolve.integrations.skyrl",
                                       *BAND_ARGS])
     main_base.main()
     cfg = seen["ran"]

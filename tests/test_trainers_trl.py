@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
 
 import bandsolve as bs  # noqa: E402
-from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
+from bandsolve.integrations.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
 
 
 def _example():

@@ -73,7 +73,7 @@ def _actor(overrides=(), agg_mode="token-mean", loss_scale_factor=None):
 def _band(delta=0.1, divergence="kl", max_ratio=5.0, dual_clip=True):
     return (
         "actor_rollout_ref.actor.policy_loss.loss_mode=bandpo",
-        "actor_rollout_ref.actor.policy_loss._target_=bandsolve.torch.verl.BandPOPolicyLossConfig",
+        "actor_rollout_ref.actor.policy_loss._target_=bandsolve.integrations.verl.BandPOPolicyLossConfig",
         f"+actor_rollout_ref.actor.policy_loss.band_delta={delta}",
         f"+actor_rollout_ref.actor.policy_loss.band_divergence={divergence}",
         "+actor_rollout_ref.actor.policy_loss.band_max_ratio="

@@ -150,7 +150,7 @@ for target in "${targets[@]}"; do
             # verl 0.8 loads no verl.plugins entry points: the plug-in comes in
             # through VERL_USE_EXTERNAL_MODULES, set as docs/verl.md tells rLLM
             # users to set it
-            VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl run_tests verl-0.8 \
+            VERL_USE_EXTERNAL_MODULES=bandsolve.integrations.verl run_tests verl-0.8 \
                 tests/test_trainers_verl.py tests/test_trainers_verl_registration.py \
                 tests/test_doctor.py tests/test_light_install.py ;;
         trl-lowest)

@@ -16,7 +16,7 @@ OpenRLHF has no loss registry: ``ActorPPOTrainer.__init__``
 
 The command::
 
-    python -m bandsolve.torch.openrlhf \\
+    python -m bandsolve.integrations.openrlhf \\
         --band.delta 0.05 --band.divergence kl --band.max_ratio 10 \\
         ...   # the rest: train_ppo_ray's own options, unchanged
 
@@ -42,6 +42,9 @@ and the metrics (``ppo_clip_ratio``, ``ppo_kl``, ``vllm_kl``, ``is_filter_ratio`
 are OpenRLHF's code. ``--actor.eps_clip`` / ``--actor.eps_clip_low_high``
 are not used. ``--actor.policy_loss_type gspo`` is refused: its ratio is one
 number per sequence, the band an interval per token.
+
+:func:`doctor_checks` is this plug-in's part of ``bandsolve doctor``: whether
+the loss :func:`use_band` puts on a trainer serves the band.
 """
 
 from __future__ import annotations
@@ -57,10 +60,11 @@ import torch
 from openrlhf.models.loss import PolicyLoss
 from openrlhf.trainer.ray import ppo_actor
 
+from .. import doctor
 from ..torch.settings import BandSettings
 
 __all__ = ["BandPolicyLoss", "use_band", "BandPolicyModelActor", "band_in_openrlhf",
-           "parse_band_args", "main", "SUPPORTED_OPENRLHF"]
+           "parse_band_args", "main", "SUPPORTED_OPENRLHF", "doctor_checks"]
 
 SUPPORTED_OPENRLHF = "openrlhf>=0.11.2,<0.12 (tested at 0.11.2)"
 
@@ -246,7 +250,7 @@ def parse_band_args(argv: Sequence[str]) -> tuple[BandSettings, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m bandsolve.torch.openrlhf [--band.* ...] <train_ppo_ray options>``:
+    """``python -m bandsolve.integrations.openrlhf [--band.* ...] <train_ppo_ray options>``:
     OpenRLHF's ``openrlhf.cli.train_ppo_ray`` with the band as the actor's clip."""
     band, rest = parse_band_args(sys.argv[1:] if argv is None else argv)
     sys.argv = ["openrlhf.cli.train_ppo_ray", *rest]
@@ -263,3 +267,23 @@ def _unsupported(what: str) -> RuntimeError:
         version = "?"
     return RuntimeError(f"bandsolve's OpenRLHF plug-in does not support the installed openrlhf "
                         f"{version}: {what}. Supported: {SUPPORTED_OPENRLHF}.")
+
+
+def doctor_checks() -> list:
+    """This plug-in's line of ``bandsolve doctor``: the loss :func:`use_band`
+    puts on a trainer as ``ActorPPOTrainer`` leaves it (OpenRLHF's
+    ``PolicyLoss`` at its default clip, 0.2), run on the doctor's probe."""
+    band = BandSettings(delta=doctor.PROBE_DELTA, divergence="kl")
+
+    def openrlhf_loss(old, new, advantages, mask):
+        trainer = type("Trainer", (), {})()
+        trainer.actor_loss_fn = PolicyLoss(clip_eps_low=0.2, clip_eps_high=0.2)
+        use_band(trainer, band)
+        return trainer.actor_loss_fn(new, old, advantages, action_mask=mask)[0]
+
+    return [doctor.probe_band("openrlhf", openrlhf_loss,
+                              f"install a supported openrlhf: {SUPPORTED_OPENRLHF}")]
+
+
+if __name__ == "__main__":  # python -m bandsolve.integrations.openrlhf
+    main()

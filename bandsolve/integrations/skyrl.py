@@ -7,7 +7,7 @@ way to get the import, the extra config keys and the Ray sync right is SkyRL's
 own entry point with this module as its override entry point::
 
     python -m skyrl.train.entrypoints.main_base \\
-        trainer.override_entrypoint=bandsolve.torch.skyrl \\
+        trainer.override_entrypoint=bandsolve.integrations.skyrl \\
         trainer.algorithm.policy_loss_type=bandpo \\
         trainer.algorithm.band_delta=0.05 \\
         trainer.algorithm.band_divergence=kl \\
@@ -17,7 +17,7 @@ own entry point with this module as its override entry point::
 This module's :func:`main` (called by SkyRL's) parses them with
 :class:`BandPOTrainConfig`, which adds the keys below to
 ``trainer.algorithm`` (SkyRL rejects unknown keys and ``+key=`` overrides).
-In a custom entry point, ``import bandsolve.torch.skyrl`` before
+In a custom entry point, ``import bandsolve.integrations.skyrl`` before
 ``initialize_ray`` and use :class:`BandPOAlgorithmConfig` (e.g. via SkyRL's
 ``make_config(algorithm_cls=BandPOAlgorithmConfig)``); with SkyRL's plain
 ``AlgorithmConfig`` the loss runs with the defaults.
@@ -41,6 +41,9 @@ meaning: share of tokens where the clipped term is the active one),
 ``dual_clip_ratio``, ``ppo_kl`` and ``band/*`` (clip fractions and band widths
 by old-probability bucket, the share of tokens whose band is wider than
 Clip-Higher's), as Python floats (one device-to-host read).
+
+:func:`doctor_checks` is this plug-in's part of ``bandsolve doctor``: whether
+the loss SkyRL's registry returns for ``bandpo`` serves the band.
 """
 
 # no ``from __future__ import annotations``: SkyRL resolves nested config
@@ -57,11 +60,13 @@ from skyrl.backends.skyrl_train.utils.off_policy_correction_utils import (
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry, reduce_loss
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
+from .. import doctor
+from .._extras import pip_command
 from ..torch.losses import loss_terms, masked_mean
 from ..torch.settings import BandConfigKeys, dual_clip_from_keys, settings_from_keys
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
-           "compute_policy_loss_bandpo", "register", "main", "LOSS_NAME"]
+           "compute_policy_loss_bandpo", "register", "main", "LOSS_NAME", "doctor_checks"]
 
 LOSS_NAME = "bandpo"
 
@@ -162,7 +167,7 @@ register()
 
 def main(argv: Sequence[str] | None = None) -> None:
     """SkyRL's ``main_base.main`` with :class:`BandPOTrainConfig` (for
-    ``trainer.override_entrypoint=bandsolve.torch.skyrl``, which is dropped)."""
+    ``trainer.override_entrypoint=bandsolve.integrations.skyrl``, which is dropped)."""
     import ray
     from skyrl.train.entrypoints import main_base
 
@@ -172,3 +177,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     main_base.validate_cfg(cfg)
     main_base.initialize_ray(cfg)  # syncs the registry, bandpo included, to Ray
     ray.get(main_base.skyrl_entrypoint.remote(cfg))
+
+
+def doctor_checks() -> list:
+    """This plug-in's line of ``bandsolve doctor``: the loss SkyRL's registry
+    returns for ``bandpo``, on SkyRL's algorithm config with the band's keys
+    (and SkyRL's own eps_clip), run on the doctor's probe."""
+    config = BandPOAlgorithmConfig(band_delta=doctor.PROBE_DELTA, band_divergence="kl")
+
+    def skyrl_loss(old, new, advantages, mask):
+        return PolicyLossRegistry.get(LOSS_NAME)(new, old, advantages, config, mask)[0]
+
+    return [doctor.probe_band("skyrl", skyrl_loss, pip_command("skyrl", force=True))]

@@ -1,8 +1,6 @@
 """TRL plug-in: ``BandGRPOTrainer``, TRL's GRPOTrainer with Band bounds.
 
-    from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer
-
-(``bandsolve.torch.trl`` is an alias of this module, ``bandsolve.integrations.trl``.)
+    from bandsolve.integrations.trl import BandGRPOConfig, BandGRPOTrainer
 
     args = BandGRPOConfig(output_dir="out", band_delta=0.05, band_divergence="kl",
                           band_max_ratio=10.0, num_iterations=2, ...)
@@ -34,20 +32,25 @@ Limits, each checked at construction:
 When old log-probabilities are not computed (``num_iterations == 1`` with
 generation and optimisation in step, and no vLLM), TRL sets the ratio to 1, no
 clip can bind, and the band is not needed: the step runs as TRL's.
+
+:func:`doctor_checks` is this plug-in's part of ``bandsolve doctor``: whether
+the installed TRL's loss still clamps with the epsilons the plug-in sets.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import torch
 import trl
 from trl import GRPOConfig, GRPOTrainer
 
+from .. import doctor
 from ..torch.losses import clip_metrics
 from ..torch.settings import BandSettings
 
-__all__ = ["BandGRPOConfig", "BandGRPOTrainer"]
+__all__ = ["BandGRPOConfig", "BandGRPOTrainer", "SUPPORTED_TRL", "doctor_checks"]
 
 SUPPORTED_TRL = "trl>=1.0,<2 (tested at 1.0.0 and the newest 1.x)"
 
@@ -153,3 +156,23 @@ class BandGRPOTrainer(GRPOTrainer):
 def _unsupported_trl(what: str) -> RuntimeError:
     return RuntimeError(f"bandsolve's TRL plug-in does not support the installed trl "
                         f"{trl.__version__}: {what}. Supported: {SUPPORTED_TRL}.")
+
+
+def doctor_checks() -> list:
+    """This plug-in's line of ``bandsolve doctor``: the plug-in hands TRL's own
+    ``_compute_loss`` per-token epsilon_low / epsilon_high, so the band serves
+    only where that loss clamps with them."""
+    name = "trl serves the band"
+    try:
+        source = inspect.getsource(GRPOTrainer._compute_loss)
+    except Exception as exc:  # noqa: BLE001
+        return [doctor.Check(name, False, f"GRPOTrainer._compute_loss unreadable: "
+                                          f"{doctor.error_text(exc)}", SUPPORTED_TRL)]
+    clamp = "1 - self.epsilon_low, 1 + self.epsilon_high"
+    if clamp in source:
+        return [doctor.Check(name, True, "GRPOTrainer._compute_loss clamps the ratio to "
+                                         f"[{clamp}], which BandGRPOTrainer sets to the band "
+                                         "per token")]
+    return [doctor.Check(name, False, "GRPOTrainer._compute_loss no longer clamps the ratio "
+                                      f"to [{clamp}]: the band would not reach TRL's loss",
+                         f"install a supported trl: {SUPPORTED_TRL}")]

@@ -11,8 +11,7 @@
   dual clip, verl's loss aggregation modes, and metrics; :func:`loss_terms`,
   its per-token terms, which the trainer plug-ins aggregate their own way.
 * Trainer plug-ins live in ``bandsolve.integrations`` (verl, TRL, SkyRL,
-  OpenRLHF); ``bandsolve.torch.verl``, ``.trl``, ``.skyrl`` and ``.openrlhf``
-  are their import paths.
+  OpenRLHF).
 """
 
 from .._extras import require

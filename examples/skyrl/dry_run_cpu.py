@@ -21,7 +21,7 @@ from skyrl.backends.skyrl_train.utils.ppo_utils import (
     apply_loss_reduction_to_advantages_minibatch,
 )
 
-import bandsolve.torch.skyrl as plugin
+import bandsolve.integrations.skyrl as plugin
 
 HERE = pathlib.Path(__file__).resolve().parent
 

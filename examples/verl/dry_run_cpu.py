@@ -77,7 +77,7 @@ def random_batch(generator, n=4, vocab=32):
 def main() -> None:
     actor = actor_config()
     loss_fn = get_policy_loss_fn(actor.policy_loss.loss_mode)
-    from bandsolve.torch.verl import compute_policy_loss_bandpo
+    from bandsolve.integrations.verl import compute_policy_loss_bandpo
 
     if loss_fn is not compute_policy_loss_bandpo:
         raise SystemExit(f"verl resolved {actor.policy_loss.loss_mode!r} to {loss_fn}, "
