@@ -29,7 +29,13 @@ at SkyRL's own ``trainer.algorithm.clip_ratio_c`` (3 by default), as in
 SkyRL's ``dual_clip`` loss.
 
 SkyRL's ``eps_clip_low``/``eps_clip_high`` are not used: the band replaces
-[1 - eps_clip_low, 1 + eps_clip_high]. The per-token loss is BandPO's clipped
+[1 - eps_clip_low, 1 + eps_clip_high] (their clip fractions on the same ratios
+are logged as ``band/fixed_clipfrac_*``). ``band_mode`` ("clip" or "mask":
+the unclipped surrogate inside the band, nothing beyond it) and
+``band_anchor`` ("old" or "rollout": the band around ``rollout_logprobs``,
+the inference engine's log-probabilities SkyRL hands the loss, as bounds on
+SkyRL's ratio pi / pi_old, its ``off_policy_correction`` applied as before)
+are the verl plug-in's keys. The per-token loss is BandPO's clipped
 surrogate; SkyRL's ``off_policy_correction`` is applied as in its ``regular``
 loss. Reduction is SkyRL's own: the trainer pre-scales the advantages per
 ``loss_reduction`` (token_mean, token_mean_legacy, sequence_mean,
@@ -62,7 +68,7 @@ from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import loss_terms, masked_mean
+from ..torch.losses import check_anchor, check_mode, loss_terms, masked_mean
 from ..torch.settings import BandConfigKeys, dual_clip_from_keys, settings_from_keys
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
@@ -120,15 +126,22 @@ def compute_policy_loss_bandpo(
     ------
     ValueError
         With ``band_validate``, NaN or +inf in ``old_log_probs``; a bad delta,
-        divergence or max_ratio (as ``bandsolve.band``); ``clip_ratio_c <= 1``
-        with the dual clip.
+        divergence or max_ratio (as ``bandsolve.band``), mode or anchor;
+        ``clip_ratio_c <= 1`` with the dual clip; ``band_anchor="rollout"``
+        without ``rollout_logprobs``.
     """
     if loss_mask is None:
         loss_mask = torch.ones_like(log_probs)
     read = _reader(config)
+    anchor = check_anchor(read("band_anchor"))
+    if anchor == "rollout" and rollout_logprobs is None:
+        raise ValueError("band_anchor=rollout: SkyRL passed the policy loss no rollout_logprobs "
+                         "(the inference engine's log-probabilities)")
     terms = loss_terms(log_probs, old_log_probs, advantages, loss_mask,
                        settings_from_keys(read),
-                       dual_clip_from_keys(read, getattr(config, "clip_ratio_c", 3.0)))
+                       dual_clip_from_keys(read, getattr(config, "clip_ratio_c", 3.0)),
+                       check_mode(read("band_mode")),
+                       rollout_logprobs if anchor == "rollout" else None)
     loss = terms.pg_losses
 
     mask = loss_mask.detach()
@@ -139,7 +152,9 @@ def compute_policy_loss_bandpo(
         scalars = {"clip_ratio": masked_mean(clipped > unclipped, mask),
                    "dual_clip_ratio": terms.dual_clip_fraction(mask),
                    "ppo_kl": terms.approx_kl(mask)}
-    scalars.update({f"band/{k}": v for k, v in terms.clip_metrics(mask).items()})
+    fixed = (1.0 - float(getattr(config, "eps_clip_low", 0.2)),
+             1.0 + float(getattr(config, "eps_clip_high", 0.2)))
+    scalars.update({f"band/{k}": v for k, v in terms.clip_metrics(mask, fixed).items()})
 
     loss, loss_mask, off_policy_metrics = apply_off_policy_correction(
         loss, old_log_probs, rollout_logprobs, loss_mask,

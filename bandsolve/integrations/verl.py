@@ -24,6 +24,16 @@ are those of :class:`bandsolve.torch.settings.BandConfigKeys`: ``band_delta``,
 dual clip for negative advantages at verl's own ``actor.clip_ratio_c`` (3 by
 default), as in verl's ``vanilla`` loss.
 
+``band_mode`` ("clip") is the surrogate: "clip" (PPO's) or "mask" (the
+unclipped surrogate inside the band, nothing beyond it; the same gradient,
+as verl's ``dppo_kl`` and ``dppo_tv`` mask with kl and tv). ``band_anchor``
+("old") is the policy the band is taken around: "rollout" takes it around the
+rollout engine's log-probabilities where verl hands them to the loss
+(``rollout_log_probs``, the seventh argument of verl's ``PolicyLossFn``;
+verl 0.9's ``ppo_loss`` does not pass it, and the step then fails naming
+verl's bypass mode, ``algorithm.rollout_correction.bypass_mode=true``, which
+makes the old log-probabilities the rollout's and so centres the band there).
+
 Without the ``_target_`` override the loss runs with these defaults.
 The per-token loss is BandPO's clipped surrogate with the band in place of
 [1 - eps, 1 + eps]; aggregation is verl's own ``agg_loss`` with the global
@@ -54,7 +64,7 @@ from verl.workers.config import PolicyLossConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import loss_terms
+from ..torch.losses import check_anchor, check_mode, loss_terms
 from ..torch.settings import BandConfigKeys, BandSettings, dual_clip_from_keys, settings_from_keys
 from ._verl_registry import LOSS_NAME, register
 
@@ -68,16 +78,18 @@ class BandPOPolicyLossConfig(PolicyLossConfig, BandConfigKeys):
     loss_mode: str = LOSS_NAME
 
 
-def _band_settings(config) -> tuple[BandSettings, float | None]:
-    """(band settings, dual clip) from verl's actor config: the ``band_*``
-    keys of ``config.policy_loss`` (defaults where absent), ``clip_ratio_c``."""
+def _band_settings(config) -> tuple[BandSettings, float | None, str, str]:
+    """(band settings, dual clip, mode, anchor) from verl's actor config: the
+    ``band_*`` keys of ``config.policy_loss`` (defaults where absent),
+    ``clip_ratio_c``."""
     policy_loss = config.get("policy_loss", None) or {}
 
     def read(key):
         return policy_loss.get(key, getattr(BandConfigKeys, key))
 
     return (settings_from_keys(read),
-            dual_clip_from_keys(read, config.get("clip_ratio_c", 3.0)))
+            dual_clip_from_keys(read, config.get("clip_ratio_c", 3.0)),
+            check_mode(read("band_mode")), check_anchor(read("band_anchor")))
 
 
 @register
@@ -89,23 +101,33 @@ def compute_policy_loss_bandpo(
     loss_agg_mode: str = "token-mean",
     config=None,
     rollout_is_weights: torch.Tensor | None = None,
+    rollout_log_probs: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, Any]]:
-    """BandPO's clipped surrogate in verl's policy-loss signature.
+    """BandPO's clipped (or masked) surrogate in verl's policy-loss signature.
 
     ``config`` is verl's ActorConfig (or its DictConfig); the band's settings
     are read from ``config.policy_loss`` and the dual clip from
-    ``config.clip_ratio_c``.
+    ``config.clip_ratio_c``. ``rollout_is_weights`` (verl's rollout
+    correction) multiply each token's loss, as in verl's ``vanilla``;
+    ``rollout_log_probs`` serve ``band_anchor="rollout"``.
 
     Raises
     ------
     ValueError
         With ``band_validate``, NaN or +inf in ``old_log_prob``; a bad delta,
-        divergence or max_ratio (as ``bandsolve.band``).
+        divergence, max_ratio (as ``bandsolve.band``), mode or anchor;
+        ``band_anchor="rollout"`` without ``rollout_log_probs``.
     """
     if config is None:
         raise ValueError("compute_policy_loss_bandpo needs verl's actor config")
-    settings, dual_clip = _band_settings(config)
-    terms = loss_terms(log_prob, old_log_prob, advantages, response_mask, settings, dual_clip)
+    settings, dual_clip, mode, anchor = _band_settings(config)
+    if anchor == "rollout" and rollout_log_probs is None:
+        raise ValueError("band_anchor=rollout: verl passed the policy loss no rollout_log_probs "
+                         "(verl 0.9's ppo_loss passes none); set "
+                         "algorithm.rollout_correction.bypass_mode=true instead, which makes "
+                         "the old log-probabilities the rollout's (docs/verl.md)")
+    terms = loss_terms(log_prob, old_log_prob, advantages, response_mask, settings, dual_clip,
+                       mode, rollout_log_probs if anchor == "rollout" else None)
     pg_losses = terms.pg_losses
     if rollout_is_weights is not None:
         pg_losses = pg_losses * rollout_is_weights
@@ -113,7 +135,8 @@ def compute_policy_loss_bandpo(
     pg_loss = agg_loss(loss_mat=pg_losses, loss_mask=response_mask,
                        loss_agg_mode=loss_agg_mode, **global_batch_info)
 
-    band = terms.clip_metrics(response_mask)
+    fixed = (1.0 - _clip_eps(config, "clip_ratio_low"), 1.0 + _clip_eps(config, "clip_ratio_high"))
+    band = terms.clip_metrics(response_mask, fixed)
     # verl's meanings: pg_clipfrac where the clip binds, pg_clipfrac_lower
     # where the dual clip does
     metrics = {
@@ -123,6 +146,13 @@ def compute_policy_loss_bandpo(
     }
     metrics.update({f"actor/band/{k}": v for k, v in band.items()})
     return pg_loss, metrics
+
+
+def _clip_eps(config, key: str) -> float:
+    """verl's clip_ratio_low / _high, or clip_ratio where it is unset (as
+    verl's vanilla reads them)."""
+    value = config.get(key, None)
+    return float(config.get("clip_ratio", 0.2) if value is None else value)
 
 
 # --------------------------------------------------------- bandsolve doctor
