@@ -4,6 +4,7 @@ directory), each in the trainer environment that has its trainer
 
 import os
 import pathlib
+import re
 import subprocess
 import sys
 
@@ -23,10 +24,29 @@ def _run(tmp_path, script, *args):
     return result.stdout
 
 
-def test_example_trl_grpo_tiny_runs_and_logs_the_band(tmp_path):
+_CLIP_LINE = re.compile(r"clip fraction, mean of (\d+) steps: band .* (\d\.\d+); .* on the same "
+                        r"ratios (\d\.\d+)")
+
+
+def _band_and_fixed(out):
+    """(steps, the band's mean clip fraction, the fixed clip's) from an
+    example's last line."""
+    found = _CLIP_LINE.search(out)
+    assert found, out[-2000:]
+    return int(found.group(1)), float(found.group(2)), float(found.group(3))
+
+
+def test_example_trl_grpo_tiny_binds_and_the_band_is_not_trls_clip(tmp_path):
+    """examples/trl_grpo.py --tiny printed clip fractions of 0 in all its 3
+    steps (one update per generation but the first): now 4 updates per
+    generation, the band binds, and its clip fraction differs from TRL's fixed
+    [0.8, 1.2] on the same ratios."""
     pytest.importorskip("trl", minversion="1.0")  # verl's environment pins trl 0.27
     out = _run(tmp_path, "trl_grpo.py", "--tiny", "--output-dir", str(tmp_path / "out"))
     assert "band/clipfrac_upper" in out and "clip_ratio/region_mean" in out
+    steps, band, fixed = _band_and_fixed(out)
+    assert steps >= 4 and band > 0.0 and fixed > 0.0
+    assert abs(band - fixed) > 0.05
 
 
 def test_example_verl_dry_run_reaches_ppo_loss_with_bandpo(tmp_path):

@@ -68,7 +68,7 @@ from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import check_anchor, check_mode, loss_terms, masked_mean
+from ..torch.losses import check_anchor, check_mode, host_metrics, loss_terms, masked_mean
 from ..torch.settings import BandConfigKeys, dual_clip_from_keys, settings_from_keys
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
@@ -159,8 +159,7 @@ def compute_policy_loss_bandpo(
     loss, loss_mask, off_policy_metrics = apply_off_policy_correction(
         loss, old_log_probs, rollout_logprobs, loss_mask,
         getattr(config, "off_policy_correction", None))
-    values = torch.stack([v.detach().to(torch.float64).reshape(()) for v in scalars.values()])
-    metrics: dict[str, float] = dict(zip(scalars, values.tolist()))  # one host read
+    metrics: dict[str, float] = host_metrics(scalars)  # one host read
     metrics.update(off_policy_metrics)
     return reduce_loss(loss, loss_mask), metrics
 

@@ -38,7 +38,8 @@ Without the ``_target_`` override the loss runs with these defaults.
 The per-token loss is BandPO's clipped surrogate with the band in place of
 [1 - eps, 1 + eps]; aggregation is verl's own ``agg_loss`` with the global
 batch information verl passes, so it is invariant to data parallelism exactly
-as ``vanilla`` is. Metrics: verl's ``actor/pg_clipfrac``,
+as ``vanilla`` is. Metrics (Python floats, read from the device in one copy: verl's ``Metric``
+would read each tensor with ``.item()``): verl's ``actor/pg_clipfrac``,
 ``actor/pg_clipfrac_lower`` and ``actor/ppo_kl``, and ``actor/band/*``
 (clip fractions and band widths by old-probability bucket, the share of
 tokens whose band is wider than Clip-Higher's).
@@ -64,7 +65,7 @@ from verl.workers.config import PolicyLossConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import check_anchor, check_mode, loss_terms
+from ..torch.losses import check_anchor, check_mode, host_metrics, loss_terms
 from ..torch.settings import BandConfigKeys, BandSettings, dual_clip_from_keys, settings_from_keys
 from ._verl_registry import LOSS_NAME, register
 
@@ -145,7 +146,8 @@ def compute_policy_loss_bandpo(
         "actor/ppo_kl": terms.approx_kl(response_mask),
     }
     metrics.update({f"actor/band/{k}": v for k, v in band.items()})
-    return pg_loss, metrics
+    # verl's Metric reads each tensor it is given with .item(): one read for all
+    return pg_loss, host_metrics(metrics)
 
 
 def _clip_eps(config, key: str) -> float:

@@ -297,6 +297,17 @@ def masked_surrogate(ratio, advantages, lower, upper, dual_clip=None):
     return pg_losses
 
 
+def host_metrics(metrics: dict) -> dict:
+    """0-d tensor metrics as Python floats, read from the device at once: one
+    device-to-host copy (one synchronisation) for all of them, where a
+    trainer's logging takes host numbers (verl's ``Metric`` calls ``.item()``
+    on each tensor it is given, SkyRL's reductions take floats)."""
+    if not metrics:
+        return {}
+    values = torch.stack([v.detach().to(torch.float64).reshape(()) for v in metrics.values()])
+    return dict(zip(metrics, values.tolist()))
+
+
 def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper, fixed=None):
     """Clip fractions (where the clip zeroes the gradient: where the mask drops
     the token) overall and by p bucket, the share of tokens whose band is wider

@@ -7,6 +7,13 @@ runs verl's ``ppo_loss`` (the function verl 0.9's actor calls) on a random
 jagged batch, as verl's engine hands it over. It prints the loss and the band
 metrics, and exits non-zero if verl did not run bandsolve's loss.
 
+Then it trains a tiny random causal LM (built here, no download) for a few
+GRPO rounds through the same ``ppo_loss``, four optimizer steps per rollout
+batch (as ``ppo_epochs=4`` or mini-batches below the batch give), so that the
+policy moves between rollout and loss and the clip binds; it prints the band's
+clip fraction beside the one verl's fixed [1 - clip_ratio_low, 1 +
+clip_ratio_high] would have had on the same ratios (``actor/band/fixed_clipfrac_*``).
+
     python examples/verl/dry_run_cpu.py
 """
 
@@ -74,6 +81,93 @@ def random_batch(generator, n=4, vocab=32):
     return data, jagged(full, torch.float64)
 
 
+VOCAB, TARGET = 32, 7
+
+
+def tiny_lm():
+    """A random two-layer Llama over VOCAB tokens (float32, eager attention)."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        attn_implementation="eager")
+    return transformers.LlamaForCausalLM(config)
+
+
+def engine_log_probs(model, seqs):
+    """verl's engine output: log p(x[t+1] | x[:t+1]) at every position, jagged."""
+    lens = [len(s) for s in seqs]
+    ids = torch.zeros(len(seqs), max(lens), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.as_tensor(s)
+    logp = torch.log_softmax(model(input_ids=ids).logits, dim=-1)
+    flat = torch.cat([logp[i, :n] for i, n in enumerate(lens)])
+    labels = torch.roll(torch.cat([torch.as_tensor(s) for s in seqs]), shifts=-1, dims=0)
+    values = flat.gather(-1, labels[:, None]).squeeze(-1)
+    offsets = torch.cumsum(torch.tensor([0, *lens]), 0)
+    return torch.nested.nested_tensor_from_jagged(values, offsets)
+
+
+@torch.no_grad()
+def rollout(model, prompts, n, length, generator):
+    """n sampled responses of ``length`` tokens per prompt."""
+    out = []
+    for prompt in prompts:
+        seqs = torch.tensor([prompt] * n)
+        for _ in range(length):
+            probs = torch.softmax(model(input_ids=seqs).logits[:, -1].double(), -1)
+            seqs = torch.cat([seqs, torch.multinomial(probs, 1, generator=generator)], dim=1)
+        out += [(list(prompt), row[len(prompt):]) for row in seqs.tolist()]
+    return out
+
+
+def train(actor, rounds=4, updates=4) -> tuple:
+    """GRPO rounds through verl's ppo_loss; (steps, band, fixed): the mean
+    clip fractions of the band and of verl's fixed interval, over the steps."""
+    model = tiny_lm()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    generator = torch.Generator().manual_seed(0)
+    prompts = [[1, 2, 3], [4, 5], [9, 8, 7, 6]]
+    band, fixed = [], []
+    for _ in range(rounds):
+        pairs = rollout(model, prompts, 6, 6, generator)
+        reward = torch.tensor([sum(t == TARGET for t in r) / len(r) for _, r in pairs])
+        grouped = reward.reshape(len(prompts), -1)
+        advantage = ((grouped - grouped.mean(1, keepdim=True))
+                     / (grouped.std(1, keepdim=True) + 1e-6)).reshape(-1)
+        seqs = [p + r for p, r in pairs]
+        with torch.no_grad():
+            old = engine_log_probs(model, seqs).values()
+        offsets = torch.cumsum(torch.tensor([0, *map(len, seqs)]), 0)
+        old_rows = [old[offsets[i + 1] - len(r) - 1:offsets[i + 1] - 1]
+                    for i, (_, r) in enumerate(pairs)]
+        data = TensorDict({
+            "prompts": jagged([p for p, _ in pairs], torch.long),
+            "responses": jagged([r for _, r in pairs], torch.long),
+            "input_ids": jagged(seqs, torch.long),
+            "response_mask": jagged([[1] * len(r) for _, r in pairs], torch.long),
+            "old_log_probs": jagged([o.tolist() for o in old_rows], torch.float32),
+            "advantages": jagged([[float(a)] * len(r) for a, (_, r) in zip(advantage, pairs)],
+                                 torch.float32),
+        }, batch_size=[len(pairs)])
+        data["loss_mask"] = data["response_mask"]
+        tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=sum(len(r) for _, r in pairs),
+                             global_batch_size=len(pairs))
+        for _ in range(updates):  # several optimizer steps on one rollout batch
+            loss, metrics = ppo_loss(actor, {"log_probs": engine_log_probs(model, seqs)}, data)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            value = {k: float(v.aggregate() if hasattr(v, "aggregate") else v)
+                     for k, v in metrics.items() if "clipfrac" in k}
+            band.append(value["actor/band/clipfrac_upper"] + value["actor/band/clipfrac_lower"])
+            fixed.append(value["actor/band/fixed_clipfrac_upper"]
+                         + value["actor/band/fixed_clipfrac_lower"])
+    return len(band), sum(band) / len(band), sum(fixed) / len(fixed)
+
+
 def main() -> None:
     actor = actor_config()
     loss_fn = get_policy_loss_fn(actor.policy_loss.loss_mode)
@@ -93,6 +187,12 @@ def main() -> None:
             value = metrics[key]
             value = value.aggregate() if hasattr(value, "aggregate") else value  # verl's Metric
             print(f"  {key} = {float(value):.4f}")
+
+    steps, band, fixed = train(actor)
+    print(f"clip fraction, mean of {steps} steps: band ({actor.policy_loss.band_divergence}, "
+          f"delta {actor.policy_loss.band_delta}) {band:.4f}; verl's fixed "
+          f"[{1 - actor.clip_ratio_low:g}, {1 + actor.clip_ratio_high:g}] on the same ratios "
+          f"{fixed:.4f}")
 
 
 if __name__ == "__main__":
