@@ -162,7 +162,7 @@ for target in "${targets[@]}"; do
             run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
                 tests/test_light_install.py ;;
         openrlhf)
-            run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py \
+            run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py tests/test_examples.py \
                 tests/test_light_install.py ;;
     esac
 done

@@ -8,12 +8,20 @@ whose advantages went through SkyRL's loss-reduction pre-scaling. It prints the
 loss and the band metrics, and exits non-zero if SkyRL did not resolve
 bandsolve's loss.
 
+Then it trains a tiny random causal LM (built here, no download) for a few
+GRPO rounds through the same loss, four optimizer steps per rollout batch (as
+``trainer.update_epochs_per_batch=4`` gives), so that the policy moves between
+rollout and loss and the clip binds; it prints the band's clip fraction beside
+the one SkyRL's fixed [1 - eps_clip_low, 1 + eps_clip_high] would have had on
+the same ratios (``band/fixed_clipfrac_*``).
+
     python examples/skyrl/dry_run_cpu.py
 """
 
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import torch
 from skyrl.backends.skyrl_train.utils.ppo_utils import (
@@ -24,6 +32,45 @@ from skyrl.backends.skyrl_train.utils.ppo_utils import (
 import bandsolve.integrations.skyrl as plugin
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
+
+from tiny_lm import (  # noqa: E402
+    PROMPTS,
+    clip_line,
+    grpo_advantages,
+    response_log_probs,
+    rollout,
+    tiny_lm,
+)
+
+
+def train(config, loss_fn, rounds=4, updates=4) -> tuple:
+    """GRPO rounds through SkyRL's registered loss; (steps, band, fixed): the
+    mean clip fractions of the band and of SkyRL's fixed interval."""
+    algorithm = config.trainer.algorithm
+    model = tiny_lm()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    generator = torch.Generator().manual_seed(0)
+    band, fixed = [], []
+    for _ in range(rounds):
+        pairs = rollout(model, PROMPTS, 6, 6, generator)
+        with torch.no_grad():
+            old = response_log_probs(model, pairs)
+        mask = torch.ones_like(old)
+        advantages = apply_loss_reduction_to_advantages_minibatch(
+            advantages=grpo_advantages(pairs, len(PROMPTS))[:, None].expand_as(old).clone(),
+            loss_mask=mask, loss_reduction=algorithm.loss_reduction,
+            micro_batch_size=len(pairs), max_seq_len=algorithm.max_seq_len,
+            prompt_boundaries=[(6 * i, 6 * i + 6) for i in range(len(PROMPTS))])
+        for _ in range(updates):  # several optimizer steps on one rollout batch
+            loss, metrics = loss_fn(response_log_probs(model, pairs), old, advantages,
+                                    config=algorithm, loss_mask=mask)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            band.append(metrics["band/clipfrac_upper"] + metrics["band/clipfrac_lower"])
+            fixed.append(metrics["band/fixed_clipfrac_upper"] + metrics["band/fixed_clipfrac_lower"])
+    return len(band), sum(band) / len(band), sum(fixed) / len(fixed)
 
 
 def main() -> None:
@@ -54,6 +101,11 @@ def main() -> None:
     print(f"loss = {float(loss):.6f}, |grad| = {float(log_probs.grad.norm()):.6f}")
     for key in sorted(metrics):
         print(f"  {key} = {float(metrics[key]):.4f}")
+
+    steps, band, fixed = train(config, loss_fn)
+    print(clip_line(steps, algorithm.band_divergence, algorithm.band_delta, band,
+                    f"SkyRL's fixed [{1 - algorithm.eps_clip_low:g}, "
+                    f"{1 + algorithm.eps_clip_high:g}]", fixed))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ clip_ratio_high] would have had on the same ratios (``actor/band/fixed_clipfrac_
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import torch
 import verl
@@ -31,6 +32,9 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
+
+from tiny_lm import PROMPTS, clip_line, grpo_advantages, rollout, tiny_lm  # noqa: E402
 
 
 def actor_config():
@@ -81,21 +85,6 @@ def random_batch(generator, n=4, vocab=32):
     return data, jagged(full, torch.float64)
 
 
-VOCAB, TARGET = 32, 7
-
-
-def tiny_lm():
-    """A random two-layer Llama over VOCAB tokens (float32, eager attention)."""
-    import transformers
-
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=VOCAB, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-        attn_implementation="eager")
-    return transformers.LlamaForCausalLM(config)
-
-
 def engine_log_probs(model, seqs):
     """verl's engine output: log p(x[t+1] | x[:t+1]) at every position, jagged."""
     lens = [len(s) for s in seqs]
@@ -110,33 +99,16 @@ def engine_log_probs(model, seqs):
     return torch.nested.nested_tensor_from_jagged(values, offsets)
 
 
-@torch.no_grad()
-def rollout(model, prompts, n, length, generator):
-    """n sampled responses of ``length`` tokens per prompt."""
-    out = []
-    for prompt in prompts:
-        seqs = torch.tensor([prompt] * n)
-        for _ in range(length):
-            probs = torch.softmax(model(input_ids=seqs).logits[:, -1].double(), -1)
-            seqs = torch.cat([seqs, torch.multinomial(probs, 1, generator=generator)], dim=1)
-        out += [(list(prompt), row[len(prompt):]) for row in seqs.tolist()]
-    return out
-
-
 def train(actor, rounds=4, updates=4) -> tuple:
     """GRPO rounds through verl's ppo_loss; (steps, band, fixed): the mean
     clip fractions of the band and of verl's fixed interval, over the steps."""
     model = tiny_lm()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
     generator = torch.Generator().manual_seed(0)
-    prompts = [[1, 2, 3], [4, 5], [9, 8, 7, 6]]
     band, fixed = [], []
     for _ in range(rounds):
-        pairs = rollout(model, prompts, 6, 6, generator)
-        reward = torch.tensor([sum(t == TARGET for t in r) / len(r) for _, r in pairs])
-        grouped = reward.reshape(len(prompts), -1)
-        advantage = ((grouped - grouped.mean(1, keepdim=True))
-                     / (grouped.std(1, keepdim=True) + 1e-6)).reshape(-1)
+        pairs = rollout(model, PROMPTS, 6, 6, generator)
+        advantage = grpo_advantages(pairs, len(PROMPTS))
         seqs = [p + r for p, r in pairs]
         with torch.no_grad():
             old = engine_log_probs(model, seqs).values()
@@ -189,10 +161,9 @@ def main() -> None:
             print(f"  {key} = {float(value):.4f}")
 
     steps, band, fixed = train(actor)
-    print(f"clip fraction, mean of {steps} steps: band ({actor.policy_loss.band_divergence}, "
-          f"delta {actor.policy_loss.band_delta}) {band:.4f}; verl's fixed "
-          f"[{1 - actor.clip_ratio_low:g}, {1 + actor.clip_ratio_high:g}] on the same ratios "
-          f"{fixed:.4f}")
+    print(clip_line(steps, actor.policy_loss.band_divergence, actor.policy_loss.band_delta, band,
+                    f"verl's fixed [{1 - actor.clip_ratio_low:g}, {1 + actor.clip_ratio_high:g}]",
+                    fixed))
 
 
 if __name__ == "__main__":
