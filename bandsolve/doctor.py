@@ -35,6 +35,7 @@ import importlib.util
 import os
 import platform
 import sys
+import time
 import traceback
 from collections.abc import Callable
 
@@ -340,11 +341,19 @@ def _check_torch() -> list:
         name = f"torch band ({device})"
         try:
             p = torch.tensor([0.5, 0.2], dtype=torch.float32, device=device)
+            start = time.perf_counter()
             lower, upper = bt.band(p, 0.05, "tv")
             got = torch.stack([lower, upper]).double().cpu()
+            elapsed = time.perf_counter() - start
             want = torch.tensor([[0.9, 0.75], [1.1, 1.25]], dtype=torch.float64)
             if torch.allclose(got, want, rtol=1e-6, atol=1e-6):
-                checks.append(Check(name, True, "band of a float32 tensor as the closed form"))
+                # the first call on a device compiles its fused kernel (inductor):
+                # the most of a first doctor run, and of a trainer's first step
+                first = (f"; first call {elapsed:.1f} s, most of it the fused kernel compiled "
+                         "for this device (cached for later runs and a trainer's first step)"
+                         if elapsed > 1.0 else f"; first call {elapsed * 1e3:.0f} ms")
+                checks.append(Check(name, True, "band of a float32 tensor as the closed form"
+                                    + first))
             else:
                 checks.append(Check(name, False, f"band = {got.tolist()}, expected "
                                                  f"{want.tolist()}", _pip(force=True)))
@@ -471,19 +480,29 @@ def _pins(dist: str) -> list:
         exact = [r for r in reqs if r.name.lower() == dist.lower()
                  and any(s.operator in ("==", "===") for s in r.specifier)]
         if exact and not _unmet(extra) and extra not in ("all",):
-            pins.append(f"bandsolve[{extra}] requires {exact[0]}")
+            pins.append(f"bandsolve[{extra}] requires {_spec(exact[0])}")
     return pins
 
 
-def _install_extra(extra: str) -> tuple:
+def _spec(req) -> str:
+    """A requirement as "name<spec>", its marker left out."""
+    return f"{req.name}{req.specifier}"
+
+
+def _install_extra(extra: str, others: tuple = ()) -> tuple:
     """(fix, why not): the pip command that installs bandsolve's ``extra``
     here, or "" and the reason where that would change an installed
-    package's version (another trainer's pins: each needs an environment of
-    its own)."""
+    package's version, or where ``others`` (other trainers) are installed:
+    the trainers' pins conflict, and each needs an environment of its own
+    (a trainer's own requirements are not known before it is installed, so
+    no pip line here could promise to keep the other's)."""
     unmet = _unmet(extra)
     if unmet:
         return "", (f"installing bandsolve[{extra}] here would change {', '.join(unmet)}: "
                     "it needs an environment of its own")
+    if others:
+        return "", (f"this environment holds {', '.join(others)}: install {extra} in an "
+                    f"environment of its own (docs/{extra}.md)")
     return _pip(extra), ""
 
 
@@ -509,15 +528,15 @@ def _missing_requirement(trainer: str, exc: BaseException) -> str:
     return ""
 
 
-def _check_trainer(entry) -> list:
+def _check_trainer(entry, others: tuple = ()) -> list:
     """One trainer's lines: installed or not, in the plug-in's range or not,
     the plug-in's import, then the plug-in's own ``doctor_checks()``
-    (``entry``: its entry point)."""
+    (``entry``: its entry point; ``others``: the other trainers installed here)."""
     trainer, module = entry.name, entry.module
     name = f"{trainer} plug-in import"
     installed = _version(trainer)
     if not _trainer_installed(trainer):
-        fix, why = _install_extra(trainer)
+        fix, why = _install_extra(trainer, others)
         return [Check(name, None, f"{trainer} not installed (optional)"
                       + (f"; {why}" if why else ""), fix)]
     ranges = [r for r in _extra_requirements(trainer) if r.name.lower() == trainer]
@@ -526,8 +545,8 @@ def _check_trainer(entry) -> list:
         pins = _pins(trainer)
         held = f" ({'; '.join(pins)})" if pins else ""
         return [Check(name, None, f"{trainer} {installed} installed{held}; the {trainer} "
-                                  f"plug-in needs {ranges[0]}, in an environment of its own",
-                      "" if pins else _install_extra(trainer)[0])]
+                                  f"plug-in needs {_spec(ranges[0])}, in an environment of "
+                                  "its own", "" if pins else _install_extra(trainer, others)[0])]
     try:
         plugin = _import_module(module)
     except Exception as exc:  # noqa: BLE001
@@ -548,9 +567,12 @@ def _trainer_checks() -> list:
         return [Check("trainer plug-ins", None, "no bandsolve.doctor entry points: bandsolve's "
                                                 "distribution metadata is missing",
                       _pip())]
+    installed = tuple(e.name for e in entries if _trainer_installed(e.name))
     checks = []
     for entry in entries:
-        checks.extend(_guarded(f"{entry.name} plug-in", functools.partial(_check_trainer, entry)))
+        others = tuple(t for t in installed if t != entry.name)
+        checks.extend(_guarded(f"{entry.name} plug-in",
+                               functools.partial(_check_trainer, entry, others)))
     return checks
 
 

@@ -475,3 +475,28 @@ def test_openrlhf_trainer_left_on_its_own_clip_is_reported(openrlhf_importable, 
     serves = _by_name(plugin.doctor_checks(), "openrlhf serves the band")
     assert serves.ok is False and "both tokens clipped" in serves.detail, serves
     assert "openrlhf>=0.11.2,<0.12" in serves.fix
+
+
+def test_doctor_advises_no_second_trainer_into_a_trainers_environment(monkeypatch):
+    """In a TRL environment doctor advised pip install bandsolve[verl], which
+    pins trl back to 0.27: where one trainer is installed, another gets no pip
+    line, only where to install it."""
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: trainer == "trl")
+    monkeypatch.setattr(doctor, "_import_module", _failing_import(
+        "bandsolve.integrations.trl", ImportError("not what this test is about")))
+    lines = {c.name: c for c in doctor._trainer_checks()}
+    for trainer in ("verl", "skyrl", "openrlhf"):
+        line = lines[f"{trainer} plug-in import"]
+        assert line.ok is None and line.fix == "", line
+        assert "holds trl" in line.detail and f"docs/{trainer}.md" in line.detail
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: False)
+    lines = {c.name: c for c in doctor._trainer_checks()}
+    assert _reinstalls(lines["verl plug-in import"].fix, "verl")  # nothing to break here
+
+
+def test_reinstall_advice_leaves_the_dependencies_alone():
+    """--force-reinstall without --no-deps reinstalls every dependency at its
+    newest allowed version (a CUDA torch, another trl): the fix for a stale
+    or damaged bandsolve reinstalls bandsolve alone."""
+    assert "--force-reinstall --no-deps" in doctor._pip(force=True)
+    assert "[" not in doctor._pip("verl", force=True).split("pip install", 1)[1]
