@@ -157,15 +157,16 @@ for target in "${targets[@]}"; do
                 tests/test_trainers_verl.py tests/test_trainers_verl_registration.py \
                 tests/test_doctor.py tests/test_light_install.py ;;
         trl-lowest)
-            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py ;;
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py \
+                tests/test_doc_snippets.py ;;
         trl)
             run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py \
-                tests/test_light_install.py tests/test_doctor_advice.py ;;
+                tests/test_light_install.py tests/test_doctor_advice.py tests/test_doc_snippets.py ;;
         skyrl)
             run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
                 tests/test_light_install.py tests/test_doctor_advice.py ;;
         openrlhf)
             run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py tests/test_examples.py \
-                tests/test_light_install.py tests/test_doctor_advice.py ;;
+                tests/test_light_install.py tests/test_doctor_advice.py tests/test_doc_snippets.py ;;
     esac
 done
