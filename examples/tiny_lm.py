@@ -1,5 +1,6 @@
 """What the CPU examples train: a tiny random causal LM (built here, no
-download), its rollouts, and GRPO's group-normalised advantages.
+download), its rollouts, GRPO's group-normalised advantages, and the loop
+(:func:`train`) that takes several optimizer steps on each rollout batch.
 
 The examples under ``verl/`` and ``skyrl/`` import it from this folder."""
 
@@ -52,6 +53,30 @@ def response_log_probs(model, pairs) -> torch.Tensor:
     length = len(pairs[0][1])
     logp = torch.log_softmax(model(input_ids=seqs[:, :-1]).logits, dim=-1)
     return logp.gather(-1, seqs[:, 1:, None]).squeeze(-1)[:, -length:]
+
+
+def train(prepare, step, rounds: int = 4, updates: int = 4) -> tuple:
+    """GRPO rounds on the tiny LM: each round's rollouts and advantages become
+    a batch, ``prepare(model, pairs, advantages)``; each of ``updates``
+    optimizer steps on it runs ``step(model, batch)`` -> (loss, the band's clip
+    fraction, the fixed clip's on the same ratios). Several steps per batch
+    make the policy move between rollout and loss, so that the clip binds.
+    Returns (steps, the band's mean clip fraction, the fixed clip's)."""
+    model = tiny_lm()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
+    generator = torch.Generator().manual_seed(0)
+    band, fixed = [], []
+    for _ in range(rounds):
+        pairs = rollout(model, PROMPTS, 6, 6, generator)
+        batch = prepare(model, pairs, grpo_advantages(pairs, len(PROMPTS)))
+        for _ in range(updates):
+            loss, band_clip, fixed_clip = step(model, batch)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            band.append(band_clip)
+            fixed.append(fixed_clip)
+    return len(band), sum(band) / len(band), sum(fixed) / len(fixed)
 
 
 def clip_line(steps: int, divergence, delta, band: float, fixed_name: str,

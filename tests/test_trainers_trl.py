@@ -184,34 +184,17 @@ def test_with_a_constant_band_it_is_trls_own_loss(tmp_path, monkeypatch, loss_ty
     if f'"{loss_type}"' not in inspect.getsource(GRPOTrainer._compute_loss):
         pytest.skip(f"trl {__import__('trl').__version__} has no loss_type {loss_type!r}")
     low, high = 0.2, 0.28
-    trainer = _trainer(tmp_path, cls=BandGRPOTrainer, loss_type=loss_type, epsilon=low,
-                       epsilon_high=high, max_steps=2)
-    captured = {}
-    trl_loss = GRPOTrainer._compute_loss
-
-    def spy(self, model, inputs):
-        captured["inputs"] = {k: v.detach().clone() if torch.is_tensor(v) else v
-                              for k, v in inputs.items()}
-        return trl_loss(self, model, inputs)
-
-    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
-    trainer.train()  # the last batch, evaluated after the model has moved: ratios != 1
-    monkeypatch.setattr(GRPOTrainer, "_compute_loss", trl_loss)
-    inputs = captured["inputs"]
+    # the last batch, evaluated after the model has moved: ratios != 1
+    trainer, inputs = _captured_batch(tmp_path, monkeypatch, loss_type=loss_type, epsilon=low,
+                                      epsilon_high=high)
     assert inputs.get("old_per_token_logps") is not None
 
     def loss_and_grads(compute):
-        trainer.model.zero_grad()
-        torch.manual_seed(0)
-        loss = compute(trainer, trainer.model, inputs)
-        loss.backward()
-        return loss.item(), [p.grad.clone() for p in trainer.model.parameters()
-                             if p.grad is not None]
+        return _loss_and_grads(trainer, inputs, compute)
 
     def constant_band(log_prob, *args, **kwargs):
         return (torch.full_like(log_prob, 1.0 - low), torch.full_like(log_prob, 1.0 + high))
 
-    trainer.model.eval()  # no dropout: both calls see the same forward pass
     banded, _ = loss_and_grads(BandGRPOTrainer._compute_loss)
     monkeypatch.setattr(band_settings, "band_from_logp", constant_band)
     ours, our_grads = loss_and_grads(BandGRPOTrainer._compute_loss)
@@ -247,10 +230,15 @@ def _captured_batch(tmp_path, monkeypatch, **overrides):
     return trainer, captured["inputs"]
 
 
-def _loss_and_grads(trainer, inputs):
+def _loss_and_grads(trainer, inputs, compute=None):
+    """(loss, parameter gradients) of ``compute`` (the trainer's own
+    _compute_loss by default) on a copy of ``inputs``."""
     trainer.model.zero_grad()
     torch.manual_seed(0)
-    loss = trainer._compute_loss(trainer.model, dict(inputs))
+    if compute is None:
+        loss = trainer._compute_loss(trainer.model, dict(inputs))
+    else:
+        loss = compute(trainer, trainer.model, dict(inputs))
     loss.backward()
     return loss.item(), [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
 

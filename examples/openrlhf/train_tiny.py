@@ -32,46 +32,35 @@ from bandsolve.torch import BandSettings
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # examples/tiny_lm.py
 
-from tiny_lm import (  # noqa: E402
-    PROMPTS,
-    clip_line,
-    grpo_advantages,
-    response_log_probs,
-    rollout,
-    tiny_lm,
-)
+from tiny_lm import clip_line, response_log_probs, train  # noqa: E402
 
 
-def main(rounds: int = 4, updates: int = 4) -> None:
+def prepare(model, pairs, advantages):
+    """One rollout batch as OpenRLHF's experience holds it: old log-probs,
+    per-token advantages, the action mask."""
+    with torch.no_grad():
+        old = response_log_probs(model, pairs)
+    return pairs, old, advantages[:, None].expand_as(old), torch.ones_like(old)
+
+
+def main() -> None:
     band = BandSettings(delta=0.05, divergence="kl", max_ratio=10.0)
     trainer = types.SimpleNamespace(actor_loss_fn=PolicyLoss(clip_eps_low=0.2, clip_eps_high=0.2))
     fixed_loss = trainer.actor_loss_fn
     use_band(trainer, band)  # what BandPolicyModelActor does to OpenRLHF's trainer
-    model = tiny_lm()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    generator = torch.Generator().manual_seed(0)
-    band_clip, fixed_clip = [], []
-    for _ in range(rounds):
-        pairs = rollout(model, PROMPTS, 6, 6, generator)
-        with torch.no_grad():
-            old = response_log_probs(model, pairs)
-        mask = torch.ones_like(old)
-        advantages = grpo_advantages(pairs, len(PROMPTS))[:, None].expand_as(old)
-        for _ in range(updates):  # several optimizer steps on one rollout batch
-            log_probs = response_log_probs(model, pairs)
-            loss, clip_ratio, *_ = trainer.actor_loss_fn(log_probs, old, advantages,
-                                                         action_mask=mask)
-            with torch.no_grad():
-                _, fixed_ratio, *_ = fixed_loss(log_probs, old, advantages, action_mask=mask)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            band_clip.append(float(clip_ratio))
-            fixed_clip.append(float(fixed_ratio))
-    print(f"loss = {loss.item():.6f} ({type(trainer.actor_loss_fn).__name__})")
-    print(clip_line(len(band_clip), band.divergence, band.delta,
-                    sum(band_clip) / len(band_clip), "OpenRLHF's fixed [0.8, 1.2]",
-                    sum(fixed_clip) / len(fixed_clip)))
+
+    def step(model, batch):
+        pairs, old, advantages, mask = batch
+        log_probs = response_log_probs(model, pairs)
+        loss, clip_ratio, *_ = trainer.actor_loss_fn(log_probs, old, advantages, action_mask=mask)
+        with torch.no_grad():  # OpenRLHF's own loss on the same ratios
+            _, fixed_ratio, *_ = fixed_loss(log_probs, old, advantages, action_mask=mask)
+        return loss, float(clip_ratio), float(fixed_ratio)
+
+    steps, band_clip, fixed_clip = train(prepare, step)
+    print(f"loss: {type(trainer.actor_loss_fn).__name__}")
+    print(clip_line(steps, band.divergence, band.delta, band_clip, "OpenRLHF's fixed [0.8, 1.2]",
+                    fixed_clip))
 
 
 if __name__ == "__main__":

@@ -34,43 +34,35 @@ import bandsolve.integrations.skyrl as plugin
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
 
-from tiny_lm import (  # noqa: E402
-    PROMPTS,
-    clip_line,
-    grpo_advantages,
-    response_log_probs,
-    rollout,
-    tiny_lm,
-)
+from tiny_lm import PROMPTS, clip_line, response_log_probs, train  # noqa: E402
 
 
-def train(config, loss_fn, rounds=4, updates=4) -> tuple:
-    """GRPO rounds through SkyRL's registered loss; (steps, band, fixed): the
-    mean clip fractions of the band and of SkyRL's fixed interval."""
-    algorithm = config.trainer.algorithm
-    model = tiny_lm()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    generator = torch.Generator().manual_seed(0)
-    band, fixed = [], []
-    for _ in range(rounds):
-        pairs = rollout(model, PROMPTS, 6, 6, generator)
+def skyrl_batch(algorithm):
+    """train()'s batches as SkyRL's trainer hands them to the loss: the old
+    log-probabilities, the loss mask, and the advantages after SkyRL's
+    loss-reduction pre-scaling."""
+    def prepare(model, pairs, advantages):
         with torch.no_grad():
             old = response_log_probs(model, pairs)
         mask = torch.ones_like(old)
-        advantages = apply_loss_reduction_to_advantages_minibatch(
-            advantages=grpo_advantages(pairs, len(PROMPTS))[:, None].expand_as(old).clone(),
-            loss_mask=mask, loss_reduction=algorithm.loss_reduction,
-            micro_batch_size=len(pairs), max_seq_len=algorithm.max_seq_len,
+        scaled = apply_loss_reduction_to_advantages_minibatch(
+            advantages=advantages[:, None].expand_as(old).clone(), loss_mask=mask,
+            loss_reduction=algorithm.loss_reduction, micro_batch_size=len(pairs),
+            max_seq_len=algorithm.max_seq_len,
             prompt_boundaries=[(6 * i, 6 * i + 6) for i in range(len(PROMPTS))])
-        for _ in range(updates):  # several optimizer steps on one rollout batch
-            loss, metrics = loss_fn(response_log_probs(model, pairs), old, advantages,
-                                    config=algorithm, loss_mask=mask)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            band.append(metrics["band/clipfrac_upper"] + metrics["band/clipfrac_lower"])
-            fixed.append(metrics["band/fixed_clipfrac_upper"] + metrics["band/fixed_clipfrac_lower"])
-    return len(band), sum(band) / len(band), sum(fixed) / len(fixed)
+        return pairs, old, mask, scaled
+    return prepare
+
+
+def loss_step(loss_fn, algorithm):
+    """One of train()'s steps: the registered loss, called as SkyRL's worker calls it."""
+    def step(model, batch):
+        pairs, old, mask, advantages = batch
+        loss, metrics = loss_fn(response_log_probs(model, pairs), old, advantages,
+                                config=algorithm, loss_mask=mask)
+        return (loss, metrics["band/clipfrac_upper"] + metrics["band/clipfrac_lower"],
+                metrics["band/fixed_clipfrac_upper"] + metrics["band/fixed_clipfrac_lower"])
+    return step
 
 
 def main() -> None:
@@ -102,7 +94,7 @@ def main() -> None:
     for key in sorted(metrics):
         print(f"  {key} = {float(metrics[key]):.4f}")
 
-    steps, band, fixed = train(config, loss_fn)
+    steps, band, fixed = train(skyrl_batch(algorithm), loss_step(loss_fn, algorithm))
     print(clip_line(steps, algorithm.band_divergence, algorithm.band_delta, band,
                     f"SkyRL's fixed [{1 - algorithm.eps_clip_low:g}, "
                     f"{1 + algorithm.eps_clip_high:g}]", fixed))

@@ -34,7 +34,7 @@ from verl.workers.utils.losses import ppo_loss
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
 
-from tiny_lm import PROMPTS, clip_line, grpo_advantages, rollout, tiny_lm  # noqa: E402
+from tiny_lm import clip_line, train  # noqa: E402
 
 
 def actor_config():
@@ -99,45 +99,40 @@ def engine_log_probs(model, seqs):
     return torch.nested.nested_tensor_from_jagged(values, offsets)
 
 
-def train(actor, rounds=4, updates=4) -> tuple:
-    """GRPO rounds through verl's ppo_loss; (steps, band, fixed): the mean
-    clip fractions of the band and of verl's fixed interval, over the steps."""
-    model = tiny_lm()
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-2)
-    generator = torch.Generator().manual_seed(0)
-    band, fixed = [], []
-    for _ in range(rounds):
-        pairs = rollout(model, PROMPTS, 6, 6, generator)
-        advantage = grpo_advantages(pairs, len(PROMPTS))
-        seqs = [p + r for p, r in pairs]
-        with torch.no_grad():
-            old = engine_log_probs(model, seqs).values()
-        offsets = torch.cumsum(torch.tensor([0, *map(len, seqs)]), 0)
-        old_rows = [old[offsets[i + 1] - len(r) - 1:offsets[i + 1] - 1]
-                    for i, (_, r) in enumerate(pairs)]
-        data = TensorDict({
-            "prompts": jagged([p for p, _ in pairs], torch.long),
-            "responses": jagged([r for _, r in pairs], torch.long),
-            "input_ids": jagged(seqs, torch.long),
-            "response_mask": jagged([[1] * len(r) for _, r in pairs], torch.long),
-            "old_log_probs": jagged([o.tolist() for o in old_rows], torch.float32),
-            "advantages": jagged([[float(a)] * len(r) for a, (_, r) in zip(advantage, pairs)],
-                                 torch.float32),
-        }, batch_size=[len(pairs)])
-        data["loss_mask"] = data["response_mask"]
-        tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=sum(len(r) for _, r in pairs),
-                             global_batch_size=len(pairs))
-        for _ in range(updates):  # several optimizer steps on one rollout batch
-            loss, metrics = ppo_loss(actor, {"log_probs": engine_log_probs(model, seqs)}, data)
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            value = {k: float(v.aggregate() if hasattr(v, "aggregate") else v)
-                     for k, v in metrics.items() if "clipfrac" in k}
-            band.append(value["actor/band/clipfrac_upper"] + value["actor/band/clipfrac_lower"])
-            fixed.append(value["actor/band/fixed_clipfrac_upper"]
-                         + value["actor/band/fixed_clipfrac_lower"])
-    return len(band), sum(band) / len(band), sum(fixed) / len(fixed)
+def batch_of(model, pairs, advantages):
+    """(the sequences, the TensorDict verl's trainer hands ppo_loss) of one
+    rollout batch, the old log-probabilities from the model as it is."""
+    seqs = [p + r for p, r in pairs]
+    with torch.no_grad():
+        old = engine_log_probs(model, seqs).values()
+    offsets = torch.cumsum(torch.tensor([0, *map(len, seqs)]), 0)
+    old_rows = [old[offsets[i + 1] - len(r) - 1:offsets[i + 1] - 1]
+                for i, (_, r) in enumerate(pairs)]
+    data = TensorDict({
+        "prompts": jagged([p for p, _ in pairs], torch.long),
+        "responses": jagged([r for _, r in pairs], torch.long),
+        "input_ids": jagged(seqs, torch.long),
+        "response_mask": jagged([[1] * len(r) for _, r in pairs], torch.long),
+        "old_log_probs": jagged([o.tolist() for o in old_rows], torch.float32),
+        "advantages": jagged([[float(a)] * len(r) for a, (_, r) in zip(advantages, pairs)],
+                             torch.float32),
+    }, batch_size=[len(pairs)])
+    data["loss_mask"] = data["response_mask"]
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=sum(len(r) for _, r in pairs),
+                         global_batch_size=len(pairs))
+    return seqs, data
+
+
+def ppo_step(actor):
+    """One of train()'s steps: verl's ppo_loss with this actor config."""
+    def step(model, batch):
+        seqs, data = batch
+        loss, metrics = ppo_loss(actor, {"log_probs": engine_log_probs(model, seqs)}, data)
+        value = {k: float(v.aggregate() if hasattr(v, "aggregate") else v)
+                 for k, v in metrics.items() if "clipfrac" in k}
+        return (loss, value["actor/band/clipfrac_upper"] + value["actor/band/clipfrac_lower"],
+                value["actor/band/fixed_clipfrac_upper"] + value["actor/band/fixed_clipfrac_lower"])
+    return step
 
 
 def main() -> None:
@@ -160,7 +155,7 @@ def main() -> None:
             value = value.aggregate() if hasattr(value, "aggregate") else value  # verl's Metric
             print(f"  {key} = {float(value):.4f}")
 
-    steps, band, fixed = train(actor)
+    steps, band, fixed = train(batch_of, ppo_step(actor))
     print(clip_line(steps, actor.policy_loss.band_divergence, actor.policy_loss.band_delta, band,
                     f"verl's fixed [{1 - actor.clip_ratio_low:g}, {1 + actor.clip_ratio_high:g}]",
                     fixed))
