@@ -528,6 +528,24 @@ def _missing_requirement(trainer: str, exc: BaseException) -> str:
     return ""
 
 
+def _import_fix(trainer: str, exc: BaseException) -> str:
+    """The fix for a plug-in that does not import, its trainer installed and in
+    range: the trainer's own requirement that is missing, where the error
+    names one; else the requirements of bandsolve's extra that are absent;
+    else bandsolve reinstalled alone. Never the extra itself: pip would
+    resolve the installed trainer's requirements again, and try to build what
+    its environment left out on purpose (flash-attn without CUDA)."""
+    missing = _missing_requirement(trainer, exc)
+    absent = [f'"{_spec(r)}"' for r in _extra_requirements(trainer) if _version(r.name) is None]
+    if missing:
+        fix = f"install {trainer} as its documentation says ({missing})"
+    elif absent:
+        fix = f"pip install {' '.join(absent)} (what bandsolve[{trainer}] needs and lacks here)"
+    else:
+        fix = f"{_pip(force=True)} (bandsolve alone)"
+    return fix + "; the error above names the missing or incompatible piece"
+
+
 def _check_trainer(entry, others: tuple = ()) -> list:
     """One trainer's lines: installed or not, in the plug-in's range or not,
     the plug-in's import, then the plug-in's own ``doctor_checks()``
@@ -550,12 +568,8 @@ def _check_trainer(entry, others: tuple = ()) -> list:
     try:
         plugin = _import_module(module)
     except Exception as exc:  # noqa: BLE001
-        missing = _missing_requirement(trainer, exc)
-        fix = (f"install {trainer} as its documentation says ({missing}), then "
-               if missing else "")
         return [Check(name, False, f"import {module} failed: {error_text(exc)}",
-                      fix + _pip(trainer) + "; the error above names the missing or "
-                                            "incompatible piece")]
+                      _import_fix(trainer, exc))]
     checks = [Check(name, True, f"{trainer} {installed}: import {module} succeeded")]
     return checks + _guarded(f"{trainer} checks", getattr(plugin, entry.attr))
 
