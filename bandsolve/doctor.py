@@ -349,8 +349,9 @@ def _check_torch() -> list:
             if torch.allclose(got, want, rtol=1e-6, atol=1e-6):
                 # the first call on a device compiles its fused kernel (inductor):
                 # the most of a first doctor run, and of a trainer's first step
-                first = (f"; first call {elapsed:.1f} s, most of it the fused kernel compiled "
-                         "for this device (cached for later runs and a trainer's first step)"
+                first = (f"; first call {elapsed:.1f} s, most of it the fused kernel for "
+                         "this device, compiled (on an empty cache) or loaded from torch's "
+                         "inductor cache, which later runs and a trainer's first step reuse"
                          if elapsed > 1.0 else f"; first call {elapsed * 1e3:.0f} ms")
                 checks.append(Check(name, True, "band of a float32 tensor as the closed form"
                                     + first))
