@@ -74,9 +74,11 @@ def _install_source() -> tuple[str, bool] | None:
 
 def pip_command(extra: str | None = None, force: bool = False) -> str:
     """The pip command that installs bandsolve (with ``extra``) again, from
-    where it came: a bare "bandsolve[verl]" would look for it on an index."""
-    flags = "--force-reinstall " if force else ""
-    spec = f"[{extra}]" if extra else ""
+    where it came: a bare "bandsolve[verl]" would look for it on an index.
+    ``force``: reinstall bandsolve alone (``--force-reinstall --no-deps``),
+    every installed dependency, a trainer's pins among them, left as it is."""
+    flags = "--force-reinstall --no-deps " if force else ""
+    spec = f"[{extra}]" if extra and not force else ""
     source = _install_source()
     if source is None:
         return f'pip install {flags}-e ".{spec}" (in the bandsolve checkout)'

@@ -1,31 +1,25 @@
 """``bandsolve doctor``: check that bandsolve and its trainer plug-ins work here.
 
-verl imports every ``verl.plugins`` entry point on ``import verl`` and, when
-one fails to import, logs it only at debug level (``verl/__init__.py``:
-``logging.getLogger("verl").debug("Failed to load plugin ...")``). A broken
-install of bandsolve's plug-in therefore reaches users as verl's
-``ValueError: Unsupported loss mode: bandpo`` with no hint of the cause.
-This module imports the plug-ins itself and reports the error text verl
-swallows, beside the rest of what an install needs:
+This module runs the checks and formats them. The core's checks are here:
 
 * the versions of bandsolve, Python and every dependency (optional extras
   absent, verify and plots among them, are reported, not failed);
 * the numba kernels compile and give the closed-form TV band;
 * numba's on-disk cache (writable or in-memory) and its threading layer;
-* torch: version, CUDA, and ``bandsolve.torch.band`` on CPU (and CUDA);
-* the verl plug-in: entry point declared, ``VERL_USE_EXTERNAL_PLUGINS``,
-  ``import bandsolve.torch.verl``, ``bandpo`` in verl's loss registry;
-* the TRL plug-in: ``import bandsolve.torch.trl``, and TRL's loss clamping
-  with the attributes the plug-in sets;
-* the SkyRL plug-in: ``import bandsolve.torch.skyrl`` (SkyRL itself needs
-  Python 3.12 or later);
-* the OpenRLHF plug-in: ``import bandsolve.torch.openrlhf`` (OpenRLHF's
-  modules import flash-attn and vLLM, which install only with CUDA);
-* for each installed trainer, whether its hook really serves the band: the
-  loss verl's and SkyRL's registries return for ``bandpo`` (for OpenRLHF, the
-  ``actor_loss_fn`` the plug-in puts on an ``ActorPPOTrainer``), run on two tokens
-  where the band and a fixed clip disagree, must pass the one and stop the
-  other (``... serves the band``; a FAIL says which way it went instead).
+* torch: version, CUDA, and ``bandsolve.torch.band`` on CPU (and CUDA).
+
+Each trainer's checks live with its plug-in, in
+``bandsolve/integrations/<trainer>.py``, whose ``doctor_checks()`` returns
+them; pyproject.toml declares each such function as an entry point of the
+group ``bandsolve.doctor``, named after the trainer's distribution and
+bandsolve's extra for it (``verl = "bandsolve.integrations.verl:doctor_checks"``).
+For each, this module says whether the trainer is installed, imports the
+plug-in itself (verl's own plug-in loader logs a failed import only at debug
+level, so a broken install reaches users as ``Unsupported loss mode: bandpo``
+with no hint of the cause) and reports the error text, then runs the
+plug-in's own checks: whether the trainer's hook really serves the band, by
+running the loss the trainer would run on two tokens where the band and a
+fixed clip disagree (:func:`probe_band`).
 
 Each check is cheap and never raises. Importing this module imports neither
 torch nor a trainer: they are imported inside the checks.
@@ -34,25 +28,28 @@ torch nor a trainer: they are imported inside the checks.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import importlib.metadata
 import importlib.util
 import os
 import platform
 import sys
+import time
 import traceback
 from collections.abc import Callable
 
 from ._extras import pip_command as _pip
 from ._files import check_writable_folder
 
-__all__ = ["Check", "diagnose", "exit_code", "format_report"]
+__all__ = ["Check", "diagnose", "exit_code", "format_report", "error_text", "probe_band",
+           "PROBE_DELTA", "TRAINER_GROUP"]
 
 # Every check catches Exception on purpose (BLE001 below): a doctor that raises
 # on the broken install it is meant to diagnose is no use.
 
 # (distribution names to try, import name, extra that installs it or None if
-# the package is a core dependency)
+# the package is a core dependency); the trainers report their own versions
 _PACKAGES = (
     (("numpy",), "numpy", None),
     (("scipy",), "scipy", None),
@@ -63,23 +60,11 @@ _PACKAGES = (
     (("tqdm",), "tqdm", "verify"),
     (("matplotlib",), "matplotlib", "plots"),
     (("torch",), "torch", "torch"),
-    (("verl",), "verl", "verl"),
-    (("trl",), "trl", "trl"),
-    (("transformers",), "transformers", "trl"),
-    (("skyrl", "skyrl-train"), "skyrl", "skyrl"),
-    (("openrlhf",), "openrlhf", "openrlhf"),
 )
-_OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch", "verl", "trl",
-             "transformers", "skyrl", "openrlhf"}
+_OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch"}
 
-_VERL_PLUGIN = "bandsolve.torch.verl"
-# what the entry point names: it registers bandpo and imports _VERL_PLUGIN on first use
-_VERL_ENTRY_MODULE = "bandsolve.integrations.verl_entry_point"
-_TRL_PLUGIN = "bandsolve.torch.trl"
-_SKYRL_PLUGIN = "bandsolve.torch.skyrl"
-_OPENRLHF_PLUGIN = "bandsolve.torch.openrlhf"
-_ENTRY_POINT = "bandpo"
-
+#: the entry-point group of the trainers' checks (see the module docstring)
+TRAINER_GROUP = "bandsolve.doctor"
 
 @dataclasses.dataclass(frozen=True)
 class Check:
@@ -122,7 +107,7 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """``Type: message`` and where it was raised (the innermost frame)."""
     text = f"{type(exc).__name__}: {exc}"
     tb = traceback.extract_tb(exc.__traceback__)
@@ -155,17 +140,8 @@ def _guarded(name: str, fn: Callable[[], list]) -> list:
     try:
         return list(fn())
     except Exception as exc:  # noqa: BLE001
-        return [Check(name, False, f"the check itself failed: {_error_text(exc)}",
+        return [Check(name, False, f"the check itself failed: {error_text(exc)}",
                       "report this at the bandsolve issue tracker with this output")]
-
-
-def _guarded_check(name: str, fn: Callable[[], Check]) -> Check:
-    """One check line; an exception in it becomes the line's FAIL, with its text."""
-    try:
-        return fn()
-    except Exception as exc:  # noqa: BLE001
-        return Check(name, False, f"running the registered loss failed: {_error_text(exc)}",
-                     _pip(force=True) + "; if it persists, report it with this output")
 
 
 # ------------------------------------------------------------------ checks
@@ -345,7 +321,7 @@ def _check_torch() -> list:
     try:
         torch = _import_module("torch")
     except Exception as exc:  # noqa: BLE001
-        return [Check("torch runtime", False, f"import torch failed: {_error_text(exc)}",
+        return [Check("torch runtime", False, f"import torch failed: {error_text(exc)}",
                       _pip("torch", force=True))]
     cuda = torch.cuda.is_available()
     if cuda:
@@ -357,7 +333,7 @@ def _check_torch() -> list:
         bt = _import_module("bandsolve.torch")
     except Exception as exc:  # noqa: BLE001
         checks.append(Check("torch band (cpu)", False,
-                            f"import bandsolve.torch failed: {_error_text(exc)}",
+                            f"import bandsolve.torch failed: {error_text(exc)}",
                             _pip("torch") + " (torch>=2.4)"))
         return checks
     devices = ["cpu"] + (["cuda"] if cuda else [])
@@ -365,22 +341,33 @@ def _check_torch() -> list:
         name = f"torch band ({device})"
         try:
             p = torch.tensor([0.5, 0.2], dtype=torch.float32, device=device)
+            start = time.perf_counter()
             lower, upper = bt.band(p, 0.05, "tv")
             got = torch.stack([lower, upper]).double().cpu()
+            elapsed = time.perf_counter() - start
             want = torch.tensor([[0.9, 0.75], [1.1, 1.25]], dtype=torch.float64)
             if torch.allclose(got, want, rtol=1e-6, atol=1e-6):
-                checks.append(Check(name, True, "band of a float32 tensor as the closed form"))
+                # the first call on a device compiles its fused kernel (inductor):
+                # the most of a first doctor run, and of a trainer's first step
+                first = (f"; first call {elapsed:.1f} s, most of it the fused kernel for "
+                         "this device, compiled (on an empty cache) or loaded from torch's "
+                         "inductor cache, which later runs and a trainer's first step reuse"
+                         if elapsed > 1.0 else f"; first call {elapsed * 1e3:.0f} ms")
+                checks.append(Check(name, True, "band of a float32 tensor as the closed form"
+                                    + first))
             else:
                 checks.append(Check(name, False, f"band = {got.tolist()}, expected "
                                                  f"{want.tolist()}", _pip(force=True)))
         except Exception as exc:  # noqa: BLE001
-            checks.append(Check(name, False, _error_text(exc),
+            checks.append(Check(name, False, error_text(exc),
                                 "check that torch works on this device; report it with this "
                                 "output"))
     if not cuda:
         checks.append(Check("torch band (cuda)", None, "no CUDA device"))
     return checks
 
+
+# ------------------------------------------------------------ the trainers
 
 # The probe each plug-in's registered loss runs on, through the trainer's own
 # look-up: two tokens at ratio 1.5 with advantage +1, old p = 0.05 and 0.5.
@@ -389,25 +376,25 @@ def _check_torch() -> list:
 # both, no clip neither. The gradient shows which the loss did.
 _PROBE_P = (0.05, 0.5)
 _PROBE_RATIO = 1.5
-_PROBE_DELTA = 0.05
+#: the delta (with divergence "kl") a plug-in's loss is configured with for the probe
+PROBE_DELTA = 0.05
 
 
-def _installed(trainer: str) -> bool:
-    """Whether the trainer's distribution or its import package is present."""
-    return _version(trainer) is not None or importlib.util.find_spec(trainer) is not None
-
-
-def _probe_band(trainer: str, loss: Callable, fix: str) -> Check:
-    """The check "TRAINER serves the band": :func:`_serves_band` on the
-    trainer's own loss, any exception it raises reported as the check's."""
+def probe_band(trainer: str, loss: Callable, fix: str) -> Check:
+    """The check "TRAINER serves the band": whether ``loss(old_log_prob,
+    log_prob, advantages, mask)``, the loss the trainer's hook runs, set up
+    with the band of :data:`PROBE_DELTA` and ``"kl"``, applies the band: its
+    gradient passes the token inside its band and stops the one beyond it (see
+    the probe above). Any exception the loss raises is the check's FAIL."""
     name = f"{trainer} serves the band"
-    return _guarded_check(name, lambda: _serves_band(name, loss, fix))
+    try:
+        return _serves_band(name, loss, fix)
+    except Exception as exc:  # noqa: BLE001
+        return Check(name, False, f"running the registered loss failed: {error_text(exc)}",
+                     _pip(force=True) + "; if it persists, report it with this output")
 
 
 def _serves_band(name: str, loss: Callable, fix: str) -> Check:
-    """Whether ``loss(old_log_prob, log_prob, advantages, mask)``, the loss a
-    trainer's hook runs, applies the band: its gradient passes the token inside
-    its band and stops the one beyond it (see the probe above)."""
     import math
 
     import numpy as np
@@ -415,7 +402,7 @@ def _serves_band(name: str, loss: Callable, fix: str) -> Check:
 
     import bandsolve
 
-    _, upper = bandsolve.band(np.array(_PROBE_P), _PROBE_DELTA, "kl")
+    _, upper = bandsolve.band(np.array(_PROBE_P), PROBE_DELTA, "kl")
     if not upper[0] > _PROBE_RATIO > upper[1]:
         return Check(name, False, f"the probe's premise fails: Band-KL upper bounds {upper} at "
                                   f"p = {_PROBE_P}", _pip(force=True))
@@ -438,250 +425,169 @@ def _serves_band(name: str, loss: Callable, fix: str) -> Check:
     return Check(name, False, f"{why} ({probe})", fix)
 
 
-def _plugin_policy() -> tuple:
-    """(value of VERL_USE_EXTERNAL_PLUGINS, whether verl will load ``bandpo``),
-    as ``verl/__init__.py`` reads it."""
-    raw = os.environ.get("VERL_USE_EXTERNAL_PLUGINS")
-    policy = (raw if raw is not None else "auto").strip().lower()
-    if policy == "none":
-        return raw, False
-    if policy == "auto":
-        return raw, True
-    return raw, _ENTRY_POINT in {n.strip() for n in policy.split(",") if n.strip()}
+def _trainer_entry_points() -> list:
+    """The ``bandsolve.doctor`` entry points bandsolve declares, in their order
+    there (one per name)."""
+    found = [ep for ep in importlib.metadata.entry_points(group=TRAINER_GROUP)
+             if ep.module.startswith("bandsolve.")]
+    return list({ep.name: ep for ep in found}.values())
 
 
-def _verl_loads_entry_points() -> bool:
-    """Whether the installed verl imports its ``verl.plugins`` entry points on
-    ``import verl`` (0.9 on; 0.8, which rLLM pins, has only
-    ``VERL_USE_EXTERNAL_MODULES``), read from its ``__init__`` unimported."""
-    spec = importlib.util.find_spec("verl")
+def _trainer_installed(trainer: str) -> bool:
+    """Whether the trainer's distribution or its import package is present."""
+    return _version(trainer) is not None or importlib.util.find_spec(trainer) is not None
+
+
+def _extra_requirements(extra: str) -> list:
+    """bandsolve's requirements under ``extra`` (packaging Requirements, the
+    ``extra == ...`` marker dropped); empty where packaging or the metadata is
+    missing."""
     try:
-        with open(spec.origin, encoding="utf-8") as source:  # type: ignore[union-attr, arg-type]
-            return '"verl.plugins"' in source.read()
-    except (AttributeError, TypeError, OSError):
-        return False
+        from packaging.requirements import InvalidRequirement, Requirement
+    except ImportError:
+        return []
+    found = []
+    for line in importlib.metadata.requires("bandsolve") or ():
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        if req.marker is not None and req.marker.evaluate({"extra": extra}) \
+                and not req.marker.evaluate({"extra": ""}):
+            found.append(req)
+    return found
 
 
-def _check_verl() -> list:
-    names = ("verl entry point", "verl plug-in import", "verl loss registry")
-    if _version("verl") is None and importlib.util.find_spec("verl") is None:
-        return [Check(n, None, "verl not installed (optional)", _pip("verl") if i == 0 else "")
-                for i, n in enumerate(names)]
+def _unmet(extra: str) -> list:
+    """The requirements of bandsolve's ``extra`` that the installed versions
+    break, as "trl==0.27.0 (installed: 1.16.0)": what installing the extra
+    here would change. Absent packages are not counted (they would be added)."""
+    unmet = []
+    for req in _extra_requirements(extra):
+        installed = _version(req.name)
+        if installed is not None and not req.specifier.contains(installed, prereleases=True):
+            unmet.append(f"{req.name}{req.specifier} (installed: {installed})")
+    return unmet
+
+
+def _pins(dist: str) -> list:
+    """What holds ``dist`` at its installed version here: each of bandsolve's
+    extras whose requirements all hold and that pins ``dist`` to an exact
+    version, as "bandsolve[verl] requires trl==0.27.0"."""
+    pins = []
+    extras = importlib.metadata.metadata("bandsolve").get_all("Provides-Extra") or []
+    for extra in extras:
+        reqs = _extra_requirements(extra)
+        exact = [r for r in reqs if r.name.lower() == dist.lower()
+                 and any(s.operator in ("==", "===") for s in r.specifier)]
+        if exact and not _unmet(extra) and extra not in ("all",):
+            pins.append(f"bandsolve[{extra}] requires {_spec(exact[0])}")
+    return pins
+
+
+def _spec(req) -> str:
+    """A requirement as "name<spec>", its marker left out."""
+    return f"{req.name}{req.specifier}"
+
+
+def _install_extra(extra: str, others: tuple = ()) -> tuple:
+    """(fix, why not): the pip command that installs bandsolve's ``extra``
+    here, or "" and the reason where that would change an installed
+    package's version, or where ``others`` (other trainers) are installed:
+    the trainers' pins conflict, and each needs an environment of its own
+    (a trainer's own requirements are not known before it is installed, so
+    no pip line here could promise to keep the other's)."""
+    unmet = _unmet(extra)
+    if unmet:
+        return "", (f"installing bandsolve[{extra}] here would change {', '.join(unmet)}: "
+                    "it needs an environment of its own")
+    if others:
+        return "", (f"this environment holds {', '.join(others)}: install {extra} in an "
+                    f"environment of its own (docs/{extra}.md)")
+    return _pip(extra), ""
+
+
+def _missing_requirement(trainer: str, exc: BaseException) -> str:
+    """The trainer's declared requirement an import failed for lack of, as
+    "openrlhf 0.11.2 requires flash-attn, which is not installed", or ""."""
+    missing = getattr(exc, "name", None) if isinstance(exc, ImportError) else None
+    if not missing:
+        return ""
+    key = missing.split(".")[0].replace("_", "-").lower()
+    try:
+        requires = importlib.metadata.requires(trainer) or ()
+    except importlib.metadata.PackageNotFoundError:
+        return ""
+    for line in requires:
+        name = line.split(";")[0].split("[")[0]
+        for sep in "<>=!~ (":
+            name = name.split(sep)[0]
+        if name.replace("_", "-").lower() == key and _version(name) is None:
+            extra = " (an extra of it)" if "extra ==" in line else ""
+            return (f"{trainer} {_version(trainer)} requires {name}{extra}, which is not "
+                    "installed")
+    return ""
+
+
+def _import_fix(trainer: str, exc: BaseException) -> str:
+    """The fix for a plug-in that does not import, its trainer installed and in
+    range: the trainer's own requirement that is missing, where the error
+    names one; else the requirements of bandsolve's extra that are absent;
+    else bandsolve reinstalled alone. Never the extra itself: pip would
+    resolve the installed trainer's requirements again, and try to build what
+    its environment left out on purpose (flash-attn without CUDA)."""
+    missing = _missing_requirement(trainer, exc)
+    absent = [f'"{_spec(r)}"' for r in _extra_requirements(trainer) if _version(r.name) is None]
+    if missing:
+        fix = f"install {trainer} as its documentation says ({missing})"
+    elif absent:
+        fix = f"pip install {' '.join(absent)} (what bandsolve[{trainer}] needs and lacks here)"
+    else:
+        fix = f"{_pip(force=True)} (bandsolve alone)"
+    return fix + "; the error above names the missing or incompatible piece"
+
+
+def _check_trainer(entry, others: tuple = ()) -> list:
+    """One trainer's lines: installed or not, in the plug-in's range or not,
+    the plug-in's import, then the plug-in's own ``doctor_checks()``
+    (``entry``: its entry point; ``others``: the other trainers installed here)."""
+    trainer, module = entry.name, entry.module
+    name = f"{trainer} plug-in import"
+    installed = _version(trainer)
+    if not _trainer_installed(trainer):
+        fix, why = _install_extra(trainer, others)
+        return [Check(name, None, f"{trainer} not installed (optional)"
+                      + (f"; {why}" if why else ""), fix)]
+    ranges = [r for r in _extra_requirements(trainer) if r.name.lower() == trainer]
+    if installed is not None and ranges \
+            and not ranges[0].specifier.contains(installed, prereleases=True):
+        pins = _pins(trainer)
+        held = f" ({'; '.join(pins)})" if pins else ""
+        return [Check(name, None, f"{trainer} {installed} installed{held}; the {trainer} "
+                                  f"plug-in needs {_spec(ranges[0])}, in an environment of "
+                                  "its own", "" if pins else _install_extra(trainer, others)[0])]
+    try:
+        plugin = _import_module(module)
+    except Exception as exc:  # noqa: BLE001
+        return [Check(name, False, f"import {module} failed: {error_text(exc)}",
+                      _import_fix(trainer, exc))]
+    checks = [Check(name, True, f"{trainer} {installed}: import {module} succeeded")]
+    return checks + _guarded(f"{trainer} checks", getattr(plugin, entry.attr))
+
+
+def _trainer_checks() -> list:
+    """Every declared trainer's lines (:func:`_check_trainer`)."""
+    entries = _trainer_entry_points()
+    if not entries:
+        return [Check("trainer plug-ins", None, "no bandsolve.doctor entry points: bandsolve's "
+                                                "distribution metadata is missing",
+                      _pip())]
+    installed = tuple(e.name for e in entries if _trainer_installed(e.name))
     checks = []
-
-    # 1. the entry point verl discovers, and whether verl is told to load it
-    eps = [ep for ep in importlib.metadata.entry_points(group="verl.plugins")
-           if ep.name == _ENTRY_POINT]
-    raw, loads = _plugin_policy()
-    loader = _verl_loads_entry_points()
-    loads = loads and loader
-    modules = [m.strip() for m in os.environ.get("VERL_USE_EXTERNAL_MODULES", "").split(",")]
-    by_modules = _VERL_PLUGIN in modules
-    env = f"VERL_USE_EXTERNAL_PLUGINS={raw!r}" if raw is not None else \
-        "VERL_USE_EXTERNAL_PLUGINS unset (auto)"
-    if not eps:
-        fix = (f"reinstall so that the entry point is registered: {_pip('verl')}, or set "
-               f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}")
-        checks.append(Check(names[0], by_modules,
-                            f"no '{_ENTRY_POINT}' in the 'verl.plugins' entry points of the "
-                            "installed distributions" + ("; VERL_USE_EXTERNAL_MODULES loads the "
-                                                         "plug-in instead" if by_modules else ""),
-                            "" if by_modules else fix))
-    elif eps[0].value != _VERL_ENTRY_MODULE:
-        checks.append(Check(names[0], False, f"'{_ENTRY_POINT}' points to {eps[0].value!r}, "
-                                             f"not {_VERL_ENTRY_MODULE!r}: a stale install",
-                            _pip("verl", force=True)))
-    elif not loader and not by_modules:
-        checks.append(Check(names[0], False, f"declared, but verl {_version('verl')} loads no "
-                                             "'verl.plugins' entry points (verl 0.9 does)",
-                            f"set VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN} where the driver "
-                            "and every worker start (docs/verl.md), or use verl>=0.9"))
-    elif not loads and not by_modules:
-        checks.append(Check(names[0], False, f"declared, but {env}: verl will not load it",
-                            "unset VERL_USE_EXTERNAL_PLUGINS, add 'bandpo' to its list, or set "
-                            f"VERL_USE_EXTERNAL_MODULES={_VERL_PLUGIN}"))
-    else:
-        how = "loaded on import verl" if loads else "loaded via VERL_USE_EXTERNAL_MODULES"
-        checks.append(Check(names[0], True,
-                            f"'{_ENTRY_POINT}' = {_VERL_ENTRY_MODULE} ({env}; {how})"))
-
-    # 2. the import verl swallows
-    try:
-        _import_module("verl")
-    except Exception as exc:  # noqa: BLE001
-        checks.append(Check(names[1], False, f"import verl failed: {_error_text(exc)}",
-                            _pip("verl", force=True)))
-        checks.append(Check(names[2], False, "not checked: verl does not import"))
-        return checks
-    try:
-        plugin = _import_module(_VERL_PLUGIN)
-    except Exception as exc:  # noqa: BLE001
-        checks.append(Check(names[1], False,
-                            f"import {_VERL_PLUGIN} failed (verl logs this only at debug "
-                            f"level): {_error_text(exc)}",
-                            _pip("verl") + " (verl>=0.8,<0.10, torch>=2.4); "
-                            "the error above names the missing or incompatible piece"))
-        checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' not registered: the plug-in "
-                                             "did not import (see above); verl will say "
-                                             f"'Unsupported loss mode: {_ENTRY_POINT}'"))
-        return checks
-    checks.append(Check(names[1], True, f"import {_VERL_PLUGIN} succeeded"))
-
-    # 3. the registry verl's actor looks the loss up in
-    core_algos = _import_module("verl.trainer.ppo.core_algos")
-    try:
-        fn = core_algos.get_policy_loss_fn(_ENTRY_POINT)
-    except Exception as exc:  # noqa: BLE001
-        checks.append(Check(names[2], False, _error_text(exc),
-                            f"{_VERL_PLUGIN} imported but did not register; reinstall: "
-                            + _pip("verl", force=True)))
-        return checks
-    ours = getattr(plugin, "compute_policy_loss_bandpo", None)
-    if fn is not ours:
-        where = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', fn)}"
-        checks.append(Check(names[2], False, f"'{_ENTRY_POINT}' resolves to {where}, not "
-                                             "bandsolve's: another package registered the "
-                                             "same name",
-                            "uninstall the other plug-in or set VERL_USE_EXTERNAL_PLUGINS to "
-                            "list only 'bandpo'"))
-    else:
-        checks.append(Check(names[2], True, f"get_policy_loss_fn('{_ENTRY_POINT}') is "
-                                            f"{_VERL_PLUGIN}.compute_policy_loss_bandpo"))
-
-    # 4. what verl's actor would run under loss_mode=bandpo, on the probe
-    # verl's actor config as the loss reads it: the band's keys, and verl's own
-    # clip (0.2), so that a fixed-interval loss in bandpo's place runs and shows
-    config = _import_module("omegaconf").OmegaConf.create({
-        "clip_ratio": 0.2, "clip_ratio_low": 0.2, "clip_ratio_high": 0.2, "clip_ratio_c": 3.0,
-        "global_batch_info": {},
-        "policy_loss": {"loss_mode": _ENTRY_POINT, "band_delta": _PROBE_DELTA,
-                        "band_divergence": "kl"}})
-
-    def verl_loss(old, new, advantages, mask):
-        return core_algos.get_policy_loss_fn(_ENTRY_POINT)(old, new, advantages, mask,
-                                                           "token-mean", config)[0]
-
-    checks.append(_probe_band("verl", verl_loss, _pip("verl", force=True)))
-    return checks
-
-
-def _check_trl() -> list:
-    name = "trl plug-in import"
-    if not _installed("trl"):
-        return [Check(name, None, "trl not installed (optional)", _pip("trl"))]
-    installed = _version("trl")
-    if installed is not None and installed.split(".")[0] == "0":
-        # verl's engines pin trl==0.27, which the TRL plug-in cannot use: in a
-        # verl environment that is expected, not a broken install
-        return [Check(name, None, f"trl {installed} installed (verl's engines pin trl 0.x); the "
-                                  "TRL plug-in needs trl>=1.0,<2 in an environment of its own",
-                      _pip("trl"))]
-    try:
-        trl = _import_module("trl")
-    except Exception as exc:  # noqa: BLE001
-        return [Check(name, False, f"import trl failed: {_error_text(exc)}",
-                      _pip("trl", force=True))]
-    try:
-        plugin = _import_module(_TRL_PLUGIN)
-    except Exception as exc:  # noqa: BLE001
-        return [Check(name, False, f"import {_TRL_PLUGIN} failed: {_error_text(exc)}",
-                      _pip("trl") + " (trl>=1.0,<2, transformers>=4.56); "
-                      "the error above names the missing or incompatible piece")]
-    if not issubclass(plugin.BandGRPOTrainer, trl.GRPOTrainer):
-        return [Check(name, False, "BandGRPOTrainer is not a trl.GRPOTrainer", _pip(force=True))]
-    checks = [Check(name, True, f"{_TRL_PLUGIN}.BandGRPOTrainer subclasses trl.GRPOTrainer")]
-    # the plug-in hands TRL's own _compute_loss per-token epsilon_low /
-    # epsilon_high: the band serves only where that loss clamps with them
-    hook = "trl serves the band"
-    try:
-        import inspect
-
-        source = inspect.getsource(trl.GRPOTrainer._compute_loss)
-    except Exception as exc:  # noqa: BLE001
-        checks.append(Check(hook, False, f"GRPOTrainer._compute_loss unreadable: "
-                                         f"{_error_text(exc)}", plugin.SUPPORTED_TRL))
-        return checks
-    clamp = "1 - self.epsilon_low, 1 + self.epsilon_high"
-    if clamp in source:
-        checks.append(Check(hook, True, "GRPOTrainer._compute_loss clamps the ratio to "
-                                        f"[{clamp}], which BandGRPOTrainer sets to the band "
-                                        "per token"))
-    else:
-        checks.append(Check(hook, False, "GRPOTrainer._compute_loss no longer clamps the ratio "
-                                         f"to [{clamp}]: the band would not reach TRL's loss",
-                            f"install a supported trl: {plugin.SUPPORTED_TRL}"))
-    return checks
-
-
-def _check_skyrl() -> list:
-    name = "skyrl plug-in"
-    if importlib.util.find_spec("skyrl") is None and _version("skyrl") is None \
-            and _version("skyrl-train") is None:
-        return [Check(name, None, "skyrl not installed (optional)")]
-    try:
-        found = importlib.util.find_spec(_SKYRL_PLUGIN) is not None
-    except Exception:  # noqa: BLE001
-        found = False
-    if not found:
-        return [Check(name, False, f"skyrl installed, but {_SKYRL_PLUGIN} is missing: "
-                                   "an old bandsolve", _pip(force=True))]
-    try:
-        _import_module(_SKYRL_PLUGIN)
-    except Exception as exc:  # noqa: BLE001
-        text = _error_text(exc)
-        if "typing_extensions.TypedDict" in text and sys.version_info < (3, 12):
-            fix = ("SkyRL 0.3.0 does not import on Python < 3.12 (its pydantic models use "
-                   "typing.TypedDict): use Python 3.12 or later for SkyRL")
-        else:
-            fix = _pip("skyrl") + "; the error above names the missing piece"
-        return [Check(name, False, f"import {_SKYRL_PLUGIN} failed: {text}", fix)]
-    checks = [Check(name, True, f"import {_SKYRL_PLUGIN} succeeded: policy loss 'bandpo' "
-                                "registered in SkyRL's PolicyLossRegistry")]
-    ppo_utils = _import_module("skyrl.backends.skyrl_train.utils.ppo_utils")
-    # SkyRL's algorithm config with the band's keys (and SkyRL's own eps_clip)
-    config = _import_module(_SKYRL_PLUGIN).BandPOAlgorithmConfig(band_delta=_PROBE_DELTA,
-                                                                 band_divergence="kl")
-
-    def skyrl_loss(old, new, advantages, mask):
-        loss_fn = ppo_utils.PolicyLossRegistry.get(_ENTRY_POINT)
-        return loss_fn(new, old, advantages, config, mask)[0]
-
-    checks.append(_probe_band("skyrl", skyrl_loss, _pip("skyrl", force=True)))
-    return checks
-
-
-def _check_openrlhf() -> list:
-    name = "openrlhf plug-in import"
-    if not _installed("openrlhf"):
-        return [Check(name, None, "openrlhf not installed (optional)", _pip("openrlhf"))]
-    try:
-        plugin = _import_module(_OPENRLHF_PLUGIN)
-    except Exception as exc:  # noqa: BLE001
-        text = _error_text(exc)
-        missing = getattr(exc, "name", None)
-        if isinstance(exc, ImportError) and missing in ("flash_attn", "vllm"):
-            fix = (f"OpenRLHF's modules import {missing}, which installs only with CUDA: on a "
-                   "GPU machine install OpenRLHF as its docs say (pip install openrlhf[vllm]), "
-                   "then " + _pip("openrlhf"))
-        else:
-            fix = _pip("openrlhf") + " (openrlhf>=0.11.2,<0.12); the error above names the " \
-                                     "missing or incompatible piece"
-        return [Check(name, False, f"import {_OPENRLHF_PLUGIN} failed: {text}", fix)]
-    checks = [Check(name, True, f"import {_OPENRLHF_PLUGIN} succeeded: BandPolicyLoss "
-                                "subclasses OpenRLHF's PolicyLoss")]
-    policy_loss = _import_module("openrlhf.models.loss").PolicyLoss
-    band = _import_module("bandsolve.torch").BandSettings(delta=_PROBE_DELTA, divergence="kl")
-
-    def openrlhf_loss(old, new, advantages, mask):
-        # a trainer as ActorPPOTrainer leaves it: OpenRLHF's PolicyLoss at its
-        # default clip (0.2), then swapped by the plug-in
-        trainer = type("Trainer", (), {})()
-        trainer.actor_loss_fn = policy_loss(clip_eps_low=0.2, clip_eps_high=0.2)
-        plugin.use_band(trainer, band)
-        return trainer.actor_loss_fn(new, old, advantages, action_mask=mask)[0]
-
-    checks.append(_probe_band("openrlhf", openrlhf_loss,
-                              f"install a supported openrlhf: {plugin.SUPPORTED_OPENRLHF}"))
+    for entry in entries:
+        others = tuple(t for t in installed if t != entry.name)
+        checks.extend(_guarded(f"{entry.name} plug-in",
+                               functools.partial(_check_trainer, entry, others)))
     return checks
 
 
@@ -690,10 +596,7 @@ _CHECKS = (
     ("numba kernels", _check_kernels),
     ("numba cache", _check_numba_cache),
     ("torch", _check_torch),
-    ("verl plug-in", _check_verl),
-    ("trl plug-in", _check_trl),
-    ("skyrl plug-in", _check_skyrl),
-    ("openrlhf plug-in", _check_openrlhf),
+    ("trainer plug-ins", _trainer_checks),
 )
 
 
@@ -738,9 +641,3 @@ def exit_code(checks: list[Check]) -> int:
     """1 if any check failed (ok=False), else 0: warnings and absent optional
     packages give 0."""
     return 1 if any(c.ok is False for c in checks) else 0
-
-
-if __name__ == "__main__":  # python -m bandsolve.doctor: the command, run as a script
-    from .cli.doctor import main
-
-    raise SystemExit(main())

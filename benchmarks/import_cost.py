@@ -37,7 +37,7 @@ SETTINGS = {
     "none": {"VERL_USE_EXTERNAL_PLUGINS": "none"},
     "auto": {"VERL_USE_EXTERNAL_PLUGINS": "auto"},
     "eager": {"VERL_USE_EXTERNAL_PLUGINS": "none",
-              "VERL_USE_EXTERNAL_MODULES": "bandsolve.torch.verl"},
+              "VERL_USE_EXTERNAL_MODULES": "bandsolve.integrations.verl"},
 }
 
 

@@ -17,7 +17,7 @@ import pytest
 import bandsolve
 from bandsolve import _extras, doctor
 from bandsolve.cli import doctor as cli_doctor
-from bandsolve.cli.doctor import main as doctor_main
+from bandsolve.cli import main as cli_main
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HAS_VERL = importlib.util.find_spec("verl") is not None
@@ -26,6 +26,17 @@ HAS_TRL = importlib.util.find_spec("trl") is not None \
 #: verl's environment: its engines pin trl 0.27, below the TRL plug-in's range
 HAS_VERLS_TRL = importlib.util.find_spec("trl") is not None and not HAS_TRL
 
+
+
+def doctor_main(argv):
+    """``bandsolve doctor ARGV``, as the command line runs it."""
+    return cli_main(["doctor", *argv])
+
+
+def _trainer_lines(trainer):
+    """doctor's lines for one trainer (its bandsolve.doctor entry point)."""
+    (entry,) = [ep for ep in doctor._trainer_entry_points() if ep.name == trainer]
+    return doctor._check_trainer(entry)
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +85,8 @@ def test_optional_absent_is_never_a_failure(checks):
     for c in checks:
         if c.ok is None:
             assert c.status == "--"
-    if _by_name(checks, "skyrl").ok is None:  # SkyRL absent: listed, not failed
-        assert _by_name(checks, "skyrl plug-in").ok is None
+    if importlib.util.find_spec("skyrl") is None:  # SkyRL absent: listed, not failed
+        assert _by_name(checks, "skyrl plug-in import").ok is None
 
 
 @pytest.mark.trainers
@@ -84,17 +95,15 @@ def test_verl_plugin_ok(checks):
     for name in ("verl entry point", "verl plug-in import", "verl loss registry",
                  "verl serves the band"):
         assert _by_name(checks, name).ok is True, _by_name(checks, name)
-    assert _by_name(checks, "verl").ok is True
     report = doctor.format_report(checks)
     assert "bandpo" in report
-    assert "get_policy_loss_fn('bandpo') is bandsolve.torch.verl" in report
+    assert "get_policy_loss_fn('bandpo') is bandsolve.integrations.verl" in report
 
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
 def test_trl_plugin_ok(checks):
     assert _by_name(checks, "trl plug-in import").ok is True
-    assert _by_name(checks, "trl").ok is True
     assert _by_name(checks, "trl serves the band").ok is True
 
 
@@ -108,8 +117,10 @@ def test_trl_loss_that_no_longer_clamps_with_epsilons_is_reported(monkeypatch):
     def _compute_loss(self, model, inputs):
         return inputs["ratio"].clamp(0.8, 1.2)  # a fixed clip: what doctor must catch
 
+    from bandsolve.integrations import trl as room
+
     monkeypatch.setattr(trl.GRPOTrainer, "_compute_loss", _compute_loss)
-    check = _by_name(doctor._check_trl(), "trl serves the band")
+    check = _by_name(room.doctor_checks(), "trl serves the band")
     assert check.ok is False and "no longer clamps" in check.detail
     assert "trl>=1.0,<2" in check.fix
 
@@ -129,10 +140,10 @@ def test_verl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch, impos
     else:
         def fake(old, new, advantages, mask, mode, config):
             return -(advantages * torch.exp(new - old)).mean(), {}
-    import bandsolve.torch.verl  # noqa: F401  (registers bandpo first)
+    from bandsolve.integrations import verl as room  # registers bandpo first
 
     monkeypatch.setitem(core_algos.POLICY_LOSS_REGISTRY, "bandpo", fake)
-    checks = doctor._check_verl()
+    checks = room.doctor_checks()
     serves = _by_name(checks, "verl serves the band")
     assert serves.ok is False and why in serves.detail, serves
     assert _by_name(checks, "verl loss registry").ok is False
@@ -161,52 +172,59 @@ def test_import_does_not_import_torch():
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
 def test_broken_verl_plugin_is_reported(monkeypatch, capsys):
     monkeypatch.setattr(doctor, "_import_module",
-                        _failing_import("bandsolve.torch.verl", ImportError("boom")))
+                        _failing_import("bandsolve.integrations.verl", ImportError("boom")))
     checks = doctor.diagnose()
     imp = _by_name(checks, "verl plug-in import")
     assert imp.ok is False
     assert imp.status == "FAIL"
     assert "boom" in imp.detail and "ImportError" in imp.detail
-    assert _reinstalls(imp.fix, "verl")
-    assert _by_name(checks, "verl loss registry").ok is False
+    # bandsolve alone: pip install bandsolve[verl] would resolve verl's own
+    # requirements again
+    assert "--force-reinstall --no-deps" in imp.fix and "[verl]" not in imp.fix
+    # the plug-in's own checks need the plug-in: not run
+    assert not [c for c in checks if c.name in ("verl loss registry", "verl serves the band")]
 
     assert doctor_main([]) == 1
     out = capsys.readouterr().out
     assert "boom" in out
     fixes = out[out.index("Fixes:"):]
-    assert "verl plug-in import" in fixes and "[verl]" in fixes
+    assert "verl plug-in import" in fixes and "--no-deps" in fixes
 
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
-@pytest.mark.skipif(HAS_VERL and not doctor._verl_loads_entry_points(),
-                    reason="this verl (0.8) loads no verl.plugins entry points")
 def test_plugins_disabled_in_verl(monkeypatch):
+    from bandsolve.integrations import verl as room
+
+    if not room.loads_entry_points():
+        pytest.skip("this verl (0.8) loads no verl.plugins entry points")
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "none")
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
-    entry = _by_name(doctor._check_verl(), "verl entry point")
+    entry = _by_name(room.doctor_checks(), "verl entry point")
     assert entry.ok is False
     assert "VERL_USE_EXTERNAL_PLUGINS='none'" in entry.detail
-    assert "VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl" in entry.fix
+    assert "VERL_USE_EXTERNAL_MODULES=bandsolve.integrations.verl" in entry.fix
 
     # the other way in: verl imports the module named there
-    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "bandsolve.torch.verl")
-    assert _by_name(doctor._check_verl(), "verl entry point").ok is True
+    monkeypatch.setenv("VERL_USE_EXTERNAL_MODULES", "bandsolve.integrations.verl")
+    assert _by_name(room.doctor_checks(), "verl entry point").ok is True
 
     # a list of names that leaves bandpo out
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES")
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "other_plugin")
-    assert _by_name(doctor._check_verl(), "verl entry point").ok is False
+    assert _by_name(room.doctor_checks(), "verl entry point").ok is False
     monkeypatch.setenv("VERL_USE_EXTERNAL_PLUGINS", "other_plugin, BandPO")
-    assert _by_name(doctor._check_verl(), "verl entry point").ok is True
+    assert _by_name(room.doctor_checks(), "verl entry point").ok is True
 
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERL, reason="verl not installed")
 def test_missing_entry_point(monkeypatch):
+    from bandsolve.integrations import verl as room
+
     monkeypatch.setattr(doctor.importlib.metadata, "entry_points", lambda group: [])
     monkeypatch.delenv("VERL_USE_EXTERNAL_MODULES", raising=False)
-    entry = _by_name(doctor._check_verl(), "verl entry point")
+    entry = _by_name(room.doctor_checks(), "verl entry point")
     assert entry.ok is False
     assert _reinstalls(entry.fix, "verl")
 
@@ -215,10 +233,10 @@ def test_missing_entry_point(monkeypatch):
 @pytest.mark.skipif(not HAS_TRL, reason="trl not installed")
 def test_broken_trl_plugin_is_reported(monkeypatch):
     monkeypatch.setattr(doctor, "_import_module",
-                        _failing_import("bandsolve.torch.trl", ImportError("trl boom")))
-    check = _by_name(doctor._check_trl(), "trl plug-in import")
+                        _failing_import("bandsolve.integrations.trl", ImportError("trl boom")))
+    check = _by_name(_trainer_lines("trl"), "trl plug-in import")
     assert check.ok is False and "trl boom" in check.detail
-    assert _reinstalls(check.fix, "trl")
+    assert "--force-reinstall --no-deps" in check.fix
 
 
 def test_broken_torch_is_reported(monkeypatch):
@@ -234,7 +252,7 @@ def test_absent_optional_package(monkeypatch):
     real = doctor._version
 
     def version(dist):
-        return None if dist in ("skyrl", "skyrl-train", "doctor-fake-pkg") else real(dist)
+        return None if dist == "doctor-fake-pkg" else real(dist)
 
     monkeypatch.setattr(doctor, "_version", version)
     monkeypatch.setattr(doctor, "_PACKAGES",
@@ -244,7 +262,6 @@ def test_absent_optional_package(monkeypatch):
     fake = _by_name(checks, "doctor_fake")
     assert fake.ok is None and fake.status == "--"
     assert _reinstalls(fake.fix, "trl")
-    assert _by_name(checks, "skyrl").ok is None
     report = doctor.format_report(checks)
     assert "FAIL" not in report
     assert "Optional, not installed:" in report
@@ -319,35 +336,35 @@ def test_add_subcommand():
     assert parser.parse_args(["doctor"]).json is False
 
 
-def test_module_runs_as_script():
-    proc = subprocess.run([sys.executable, "-m", "bandsolve.doctor", "--json"], cwd=ROOT,
+def test_python_dash_m_bandsolve_doctor_runs_the_command():
+    proc = subprocess.run([sys.executable, "-m", "bandsolve", "doctor", "--json"], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, check=False)
     entries = json.loads(proc.stdout)
     assert entries and {"numba kernels", "verl plug-in import"} <= {e["name"] for e in entries}
     assert proc.returncode == (1 if any(e["ok"] is False for e in entries) else 0)
 
 
-def test_skyrl_plugin_failure_names_the_python_requirement(monkeypatch):
-    """SkyRL 0.3.0 does not import on Python 3.11 (pydantic refuses its
-    typing.TypedDict): the fix must say so, not suggest a reinstall."""
-    monkeypatch.setattr(doctor, "_version",
-                        lambda dist: "0.3.0" if dist == "skyrl" else None)
-    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: object())
+def test_skyrl_outside_the_plugins_range_names_the_range_not_a_reinstall(monkeypatch):
+    """SkyRL 0.3.0 (which does not import on Python 3.11) was met with a
+    reinstall of bandsolve: the plug-in's range is what the user needs."""
+    real = doctor._version
+    monkeypatch.setattr(doctor, "_version", lambda dist: "0.3.0" if dist == "skyrl" else real(dist))
     error = RuntimeError("Please use `typing_extensions.TypedDict` instead of "
                          "`typing.TypedDict` on Python < 3.12.")
     monkeypatch.setattr(doctor, "_import_module",
-                        _failing_import("bandsolve.torch.skyrl", error))
-    monkeypatch.setattr(doctor.sys, "version_info", (3, 11, 7))
-    (check,) = doctor._check_skyrl()
-    assert check.ok is False and "typing_extensions.TypedDict" in check.detail
-    assert "Python 3.12" in check.fix
+                        _failing_import("bandsolve.integrations.skyrl", error))
+    (check,) = _trainer_lines("skyrl")
+    assert check.ok is None and "skyrl 0.3.0 installed" in check.detail
+    assert "skyrl<0.5,>=0.4" in check.detail and "--force-reinstall" not in check.fix
 
 
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_VERLS_TRL, reason="needs verl's pinned trl 0.x")
 def test_doctor_in_verls_environment_reports_trl_0x_as_not_applicable_not_failed():
-    check = _by_name(doctor._check_trl(), "trl plug-in import")
-    assert check.ok is None and "trl>=1.0,<2" in check.detail
+    check = _by_name(_trainer_lines("trl"), "trl plug-in import")
+    assert check.ok is None and "trl<2,>=1.0" in check.detail
+    # what holds trl there, and no advice to move it (verl's engine needs 0.27)
+    assert "bandsolve[verl] requires trl==0.27.0" in check.detail and check.fix == ""
 
 
 def test_numba_cache_dir_set_after_import_is_not_shown_as_the_cache_in_use(
@@ -369,7 +386,9 @@ def test_doctor_fix_never_points_pip_at_a_package_index(monkeypatch):
     monkeypatch.setattr(_extras, "_install_source", lambda: (wheel, False))
     assert doctor._pip("verl") == f'pip install "bandsolve[verl] @ {wheel}"'
     monkeypatch.setattr(_extras, "_install_source", lambda: ("file:///src/bandsolve", True))
-    assert doctor._pip("trl", force=True) == 'pip install --force-reinstall -e "/src/bandsolve[trl]"'
+    # bandsolve alone: a reinstall of its dependencies could move a trainer's pins
+    assert doctor._pip("trl", force=True) == \
+        'pip install --force-reinstall --no-deps -e "/src/bandsolve"'
     monkeypatch.setattr(_extras, "_install_source", lambda: None)
     assert doctor._pip("skyrl") == 'pip install -e ".[skyrl]" (in the bandsolve checkout)'
 
@@ -381,7 +400,9 @@ def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
     'bandpo' is found by running it through SkyRL's look-up; bandsolve's passes."""
     from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry
 
-    (_, serves) = doctor._check_skyrl()
+    from bandsolve.integrations import skyrl as room
+
+    (serves,) = room.doctor_checks()
     assert serves.name == "skyrl serves the band" and serves.ok is True, serves
     import dataclasses
 
@@ -395,9 +416,9 @@ def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
     real_get = PolicyLossRegistry.get.__func__
     monkeypatch.setattr(PolicyLossRegistry, "get", classmethod(
         lambda cls, name: impostor if name == "bandpo" else real_get(cls, name)))
-    (_, serves) = doctor._check_skyrl()
+    (serves,) = room.doctor_checks()
     assert serves.ok is False and "both tokens clipped" in serves.detail, serves
-    assert _reinstalls(serves.fix, "skyrl")
+    assert "pip install --force-reinstall --no-deps" in serves.fix  # bandsolve alone
 
 
 # ------------------------------------------------------------------ OpenRLHF
@@ -405,23 +426,26 @@ def test_skyrl_bandpo_that_does_not_serve_the_band_is_reported(monkeypatch):
 HAS_OPENRLHF = importlib.util.find_spec("openrlhf") is not None
 
 
-def test_openrlhf_without_flash_attn_says_it_needs_cuda(monkeypatch):
+def test_openrlhf_without_flash_attn_names_the_missing_requirement(monkeypatch):
     """OpenRLHF's modules import flash_attn at their top: where it is missing
-    (any machine without CUDA), the fix says so instead of a reinstall."""
+    (any machine without CUDA), the fix names it, from OpenRLHF's own
+    requirements, beside the reinstall."""
     real = doctor._version
     monkeypatch.setattr(doctor, "_version", lambda d: "0.11.2" if d == "openrlhf" else real(d))
     error = ModuleNotFoundError("No module named 'flash_attn'", name="flash_attn")
     monkeypatch.setattr(doctor, "_import_module",
-                        _failing_import("bandsolve.torch.openrlhf", error))
-    (check,) = doctor._check_openrlhf()
+                        _failing_import("bandsolve.integrations.openrlhf", error))
+    (check,) = _trainer_lines("openrlhf")
     assert check.ok is False and "flash_attn" in check.detail
-    assert "CUDA" in check.fix and _reinstalls(check.fix, "openrlhf")
+    if HAS_OPENRLHF:  # its metadata declares flash-attn
+        assert "openrlhf 0.11.2 requires flash-attn, which is not installed" in check.fix
+    assert "[openrlhf]" not in check.fix  # pip would try to build flash-attn
 
 
 def test_openrlhf_absent_is_not_applicable(monkeypatch):
     monkeypatch.setattr(doctor, "_version", lambda d: None)
     monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
-    (check,) = doctor._check_openrlhf()
+    (check,) = _trainer_lines("openrlhf")
     assert check.ok is None and _reinstalls(check.fix, "openrlhf")
 
 
@@ -437,10 +461,9 @@ def openrlhf_importable():
 @pytest.mark.trainers
 @pytest.mark.skipif(not HAS_OPENRLHF, reason="openrlhf not installed")
 def test_openrlhf_plugin_ok(openrlhf_importable):
-    checks = doctor._check_openrlhf()
+    checks = _trainer_lines("openrlhf")
     assert [c.name for c in checks] == ["openrlhf plug-in import", "openrlhf serves the band"]
     assert all(c.ok is True for c in checks), checks
-    assert _by_name(doctor._check_versions(), "openrlhf").ok is True
 
 
 @pytest.mark.trainers
@@ -448,9 +471,34 @@ def test_openrlhf_plugin_ok(openrlhf_importable):
 def test_openrlhf_trainer_left_on_its_own_clip_is_reported(openrlhf_importable, monkeypatch):
     """A use_band that leaves ActorPPOTrainer's PolicyLoss in place (the fixed
     [0.8, 1.2]) is found by running the loss the trainer would run."""
-    import bandsolve.torch.openrlhf as plugin
+    import bandsolve.integrations.openrlhf as plugin
 
     monkeypatch.setattr(plugin, "use_band", lambda trainer, band=None: trainer.actor_loss_fn)
-    serves = _by_name(doctor._check_openrlhf(), "openrlhf serves the band")
+    serves = _by_name(plugin.doctor_checks(), "openrlhf serves the band")
     assert serves.ok is False and "both tokens clipped" in serves.detail, serves
     assert "openrlhf>=0.11.2,<0.12" in serves.fix
+
+
+def test_doctor_advises_no_second_trainer_into_a_trainers_environment(monkeypatch):
+    """In a TRL environment doctor advised pip install bandsolve[verl], which
+    pins trl back to 0.27: where one trainer is installed, another gets no pip
+    line, only where to install it."""
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: trainer == "trl")
+    monkeypatch.setattr(doctor, "_import_module", _failing_import(
+        "bandsolve.integrations.trl", ImportError("not what this test is about")))
+    lines = {c.name: c for c in doctor._trainer_checks()}
+    for trainer in ("verl", "skyrl", "openrlhf"):
+        line = lines[f"{trainer} plug-in import"]
+        assert line.ok is None and line.fix == "", line
+        assert "holds trl" in line.detail and f"docs/{trainer}.md" in line.detail
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: False)
+    lines = {c.name: c for c in doctor._trainer_checks()}
+    assert _reinstalls(lines["verl plug-in import"].fix, "verl")  # nothing to break here
+
+
+def test_reinstall_advice_leaves_the_dependencies_alone():
+    """--force-reinstall without --no-deps reinstalls every dependency at its
+    newest allowed version (a CUDA torch, another trl): the fix for a stale
+    or damaged bandsolve reinstalls bandsolve alone."""
+    assert "--force-reinstall --no-deps" in doctor._pip(force=True)
+    assert "[" not in doctor._pip("verl", force=True).split("pip install", 1)[1]

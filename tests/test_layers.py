@@ -20,11 +20,6 @@ PACKAGE = Path(__file__).resolve().parent.parent / "bandsolve"
 #: the layers above the core, from the top down: each may import those below
 #: it and the core, never one above
 UPPER = ("cli", "studies", "integrations")
-#: bandsolve.torch.verl, .trl, .skyrl and .openrlhf are the plug-ins' first import paths,
-#: aliases that replace themselves with bandsolve.integrations' modules: they
-#: belong to the plug-in layer, wherever they sit
-ALIASES = {"bandsolve.torch.verl": "integrations", "bandsolve.torch.trl": "integrations",
-           "bandsolve.torch.skyrl": "integrations", "bandsolve.torch.openrlhf": "integrations"}
 
 
 def _module_name(path: Path) -> str:
@@ -89,8 +84,6 @@ def import_graph() -> dict[str, set[str]]:
 
 def layer(module: str) -> str:
     """``core`` or one of :data:`UPPER`."""
-    if module in ALIASES:
-        return ALIASES[module]
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in UPPER else "core"
 
@@ -143,7 +136,8 @@ def test_the_graph_sees_the_imports():
     assert "bandsolve.api" in graph["bandsolve"]  # importlib.import_module(f".{module}") is
     # not a literal, but the TYPE_CHECKING block names it
     assert "bandsolve.verify" in graph["bandsolve.cli.verify"]  # inside a function
-    assert "bandsolve.integrations.verl" in graph["bandsolve.torch.verl"]  # importlib
+    # an absolute import inside a function
+    assert "bandsolve.integrations.verl" in graph["bandsolve.integrations.verl_entry_point"]
 
 
 def test_no_import_circle():
@@ -162,3 +156,27 @@ def test_no_import_runs_up_a_layer(upper):
 def test_the_walker_finds_a_circle():
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert layer("bandsolve.calibrate") == "core" and layer("bandsolve.cli.verify") == "cli"
+
+
+def test_regression_no_library_module_imports_the_command_line():
+    """doctor.py imported bandsolve.cli.doctor under ``if __name__ ==
+    "__main__":``, the house's one circle, and bandsolve.paper_repro had an
+    entry point of its own: each command has one, ``bandsolve <command>``
+    (and ``python -m bandsolve``). Main guards count here."""
+    offenders = []
+    for path in PACKAGE.rglob("*.py"):
+        module = _module_name(path)
+        if module.startswith("bandsolve.cli") or module == "bandsolve.__main__":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                     [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level
+                     else [])
+            if isinstance(node, ast.ImportFrom) and node.level:
+                package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                names = [".".join(base + ([node.module] if node.module else []))]
+            offenders += [f"{module} -> {n}" for n in names
+                          if n == "bandsolve.cli" or n.startswith("bandsolve.cli.")]
+    assert offenders == []
+    assert sorted(p.name for p in PACKAGE.rglob("__main__.py")) == ["__main__.py"]

@@ -161,7 +161,7 @@ def test_policy_loss_clamps_the_log_ratio_as_verl_does():
 
 
 def _verl_loss(old, new, adv, mask, validate=True):
-    verl_plugin = pytest.importorskip("bandsolve.torch.verl")
+    verl_plugin = pytest.importorskip("bandsolve.integrations.verl")
     omegaconf = pytest.importorskip("omegaconf")
     config = omegaconf.OmegaConf.create({"clip_ratio_c": 3.0, "policy_loss": {
         "band_delta": 0.05, "band_validate": validate}})

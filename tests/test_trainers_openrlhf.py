@@ -36,7 +36,7 @@ from openrlhf.trainer.ray import ppo_actor  # noqa: E402
 from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
-import bandsolve.torch.openrlhf as plugin  # noqa: E402
+import bandsolve.integrations.openrlhf as plugin  # noqa: E402
 from bandsolve.torch import BandSettings  # noqa: E402
 from bandsolve.torch import settings as band_settings  # noqa: E402
 
@@ -181,6 +181,62 @@ def test_a_token_beyond_ppos_interval_but_inside_its_band_keeps_its_gradient():
     assert ppo_grad[0, 0] == 0.0 and ppo_grad[0, 1] == 0.0
     # -A r / 2 tokens: d/d log p of the kept token
     assert band_grad[0, 0].item() == pytest.approx(-1.5 / 2, rel=1e-12)
+
+
+@pytest.mark.parametrize("token_level_loss", [True, False])
+@pytest.mark.parametrize("dual_clip", [None, 2.0])
+def test_mask_mode_drops_the_tokens_beyond_the_band_and_keeps_the_clips_gradient(
+        dual_clip, token_level_loss):
+    """mode="mask": -A r over the kept tokens at OpenRLHF's reduction (written
+    out with numpy bounds), the clip mode's gradient, and as clip ratio the
+    share of dropped tokens (the clip mode's count of clipped ones)."""
+    old, new, adv, mask, _ = _batch(seed=8)
+    band = BandSettings(0.05, "kl", 10.0)
+    options = plugin.BandLossOptions(mode="mask")
+    mask_fn = plugin.BandPolicyLoss(band, options, dual_clip=dual_clip,
+                                    token_level_loss=token_level_loss)
+    clip_fn = plugin.BandPolicyLoss(band, dual_clip=dual_clip, token_level_loss=token_level_loss)
+    (loss, clip_ratio, *_), grad = _run(mask_fn, old, new, adv, mask, None)
+    (clip_loss, clip_clip_ratio, *_), clip_grad = _run(clip_fn, old, new, adv, mask, None)
+    o, n, a, m = (x.numpy() for x in (old, new, adv, mask))
+    lower, upper = bs.band_from_logp(o, 0.05, "kl", max_ratio=10.0)
+    ratio = np.exp(n - o)
+    outside = ((a > 0) & (ratio > upper)) | ((a < 0) & (ratio < lower))
+    per_token = np.where(outside, 0.0, -a * ratio)
+    if dual_clip is not None:
+        per_token = np.where(a < 0, np.minimum(per_token, -a * dual_clip), per_token)
+    counts = m.sum(1)  # OpenRLHF's sequence means divide by counts + 1e-8
+    want = ((per_token * m).sum() / m.sum() if token_level_loss
+            else ((per_token * m).sum(1) / (counts + 1e-8)).sum() / (counts > 0).sum())
+    assert loss.item() == pytest.approx(want, rel=1e-10)
+    np.testing.assert_allclose(grad.numpy(), clip_grad.numpy(), rtol=1e-12, atol=0)
+    assert clip_ratio.item() == pytest.approx((outside * m).sum() / m.sum(), rel=1e-6)
+    assert clip_ratio.item() == pytest.approx(clip_clip_ratio.item(), abs=1e-7)
+    assert (outside & (m > 0)).any() and loss.item() != pytest.approx(clip_loss.item())
+
+
+def test_the_rollout_anchor_takes_the_band_around_rollout_log_probs():
+    """anchor="rollout": the band of OpenRLHF's rollout_log_probs (vLLM's) as
+    bounds on its ratio pi / pi_old, OpenRLHF's TIS correction applied on top;
+    refused where OpenRLHF asks vLLM for no log-probabilities."""
+    old, new, adv, mask, _ = _batch(seed=9)
+    rollout = torch.clamp(old + 0.3 * torch.randn(old.shape, generator=torch.Generator()
+                                                  .manual_seed(9), dtype=old.dtype), max=0.0)
+    options = plugin.BandLossOptions(anchor="rollout")
+    fn = plugin.BandPolicyLoss(BandSettings(0.05, "kl", 10.0), options, **CORRECTIONS["tis"])
+    (loss, *_), grad = _run(fn, old, new, adv, mask, rollout)
+    o, n, a, m, r = (x.numpy() for x in (old, new, adv, mask, rollout))
+    lower, upper = bs.band_from_logp(r, 0.05, "kl", max_ratio=10.0)
+    behaviour = np.exp(n - r)
+    clipped = ((a > 0) & (behaviour > upper)) | ((a < 0) & (behaviour < lower))
+    tis = np.clip(np.exp(o - r), 0.0, 1.05)
+    want = np.where(clipped, 0.0, -a * np.exp(n - o)) * tis * m / m.sum()
+    np.testing.assert_allclose(grad.numpy(), want, rtol=1e-9, atol=1e-15)
+    assert (clipped & (m > 0)).any()
+    with pytest.raises(ValueError, match="is_correction_level"):
+        plugin.BandPolicyLoss(BandSettings(), options)
+    with pytest.raises(ValueError, match="band_anchor must be one of"):
+        plugin.BandLossOptions(anchor="vllm")
 
 
 def test_padding_never_reaches_the_band():
@@ -371,7 +427,7 @@ class _Stop(Exception):
 
 
 def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
-    """``python -m bandsolve.torch.openrlhf --band.* <train_ppo_ray options>``:
+    """``python -m bandsolve.integrations.openrlhf --band.* <train_ppo_ray options>``:
     OpenRLHF's parser gets its own options only, its strategy's args carry the
     band, and the policy actor group it starts is BandPolicyModelActor."""
     import ray
@@ -383,7 +439,7 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
         seen["actor_type"] = actor_type
         raise _Stop
 
-    monkeypatch.setattr(sys, "argv", ["bandsolve.torch.openrlhf"])  # main replaces it
+    monkeypatch.setattr(sys, "argv", ["bandsolve.integrations.openrlhf"])  # main replaces it
     monkeypatch.setattr(ray, "is_initialized", lambda: True)  # no Ray cluster started
     monkeypatch.setattr(launcher, "RayActorGroup", actor_group)
     import openrlhf.utils
@@ -396,6 +452,7 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
 
     monkeypatch.setattr(openrlhf.utils, "get_strategy", get_strategy)
     argv = ["--band.delta", "0.1", "--band.divergence=tv", "--band.max_ratio", "none",
+            "--band.mode", "mask",
             "--actor.model_name_or_path", "tiny-model", "--reward.remote_url", "http://localhost",
             "--algo.advantage.estimator", "group_norm", "--rollout.n_samples_per_prompt", "2"]
     saved_actor = ppo_actor.PolicyModelActor
@@ -404,17 +461,22 @@ def test_the_command_starts_openrlhfs_training_with_the_band_actor(monkeypatch):
     assert seen["actor_type"] is plugin.BandPolicyModelActor
     args = seen["strategy"].args
     assert args.band == BandSettings(0.1, "tv", None)
+    assert args.band_options == plugin.BandLossOptions(mode="mask")
     assert args.actor.model_name_or_path == "tiny-model"
-    assert sys.argv[1:] == argv[5:]  # what OpenRLHF's parser read: the band's options stripped
+    assert sys.argv[1:] == argv[7:]  # what OpenRLHF's parser read: the band's options stripped
     # the patches last for the command only
     assert ppo_actor.PolicyModelActor is saved_actor
     assert openrlhf.utils.get_strategy is get_strategy
 
 
 def test_band_options_are_parsed_and_checked():
-    band, rest = plugin.parse_band_args(["--x", "1", "--band.validate", "false",
-                                         "--band.delta=0.2", "--y"])
+    band, options, rest = plugin.parse_band_args(["--x", "1", "--band.validate", "false",
+                                                  "--band.delta=0.2", "--y",
+                                                  "--band.anchor=rollout"])
     assert band == BandSettings(0.2, "kl", 10.0, False) and rest == ["--x", "1", "--y"]
+    assert options == plugin.BandLossOptions(anchor="rollout")
+    with pytest.raises(ValueError, match="mode must be one of"):
+        plugin.parse_band_args(["--band.mode", "maskk"])
     with pytest.raises(ValueError, match="unknown option --band.detla"):
         plugin.parse_band_args(["--band.detla", "0.1"])
     with pytest.raises(ValueError, match="needs a value"):
@@ -431,14 +493,14 @@ def test_the_band_actor_is_openrlhfs_policy_actor():
 
 
 def test_python_dash_m_runs_the_command(monkeypatch):
-    """``python -m bandsolve.torch.openrlhf`` (the alias run as a script) reaches
+    """``python -m bandsolve.integrations.openrlhf`` (the alias run as a script) reaches
     main: a bad --band.delta is refused before OpenRLHF parses anything."""
     import runpy
 
     # as in a fresh python -m: the alias not yet imported (here it replaced
     # itself with the plug-in when this file imported it)
-    monkeypatch.delitem(sys.modules, "bandsolve.torch.openrlhf")
+    monkeypatch.delitem(sys.modules, "bandsolve.integrations.openrlhf")
     monkeypatch.setattr(sys, "argv", ["-m", "--band.delta", "-1", "--actor.model_name_or_path",
                                       "x"])
     with pytest.raises(ValueError, match="delta"):
-        runpy.run_module("bandsolve.torch.openrlhf", run_name="__main__")
+        runpy.run_module("bandsolve.integrations.openrlhf", run_name="__main__")

@@ -25,7 +25,7 @@ from problems import clipped_surrogate_reference, policy_batch  # noqa: E402
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig  # noqa: E402
 
 import bandsolve as bs  # noqa: E402
-import bandsolve.torch.skyrl as plugin  # noqa: E402
+import bandsolve.integrations.skyrl as plugin  # noqa: E402
 
 PolicyLossRegistry = ppo_utils.PolicyLossRegistry
 
@@ -215,7 +215,7 @@ def test_with_a_constant_band_it_is_skyrls_own_ppo_loss(monkeypatch, loss_type, 
 
 
 def test_skyrls_entry_point_dispatches_to_the_plugin(monkeypatch):
-    """``trainer.override_entrypoint=bandsolve.torch.skyrl`` on SkyRL's main_base:
+    """``trainer.override_entrypoint=bandsolve.integrations.skyrl`` on SkyRL's main_base:
     the plug-in's main parses with BandPOTrainConfig and runs SkyRL's experiment."""
     import ray
     from skyrl.train.entrypoints import main_base
@@ -232,7 +232,7 @@ def test_skyrls_entry_point_dispatches_to_the_plugin(monkeypatch):
     monkeypatch.setattr(main_base, "initialize_ray", lambda cfg: seen.setdefault("ray", cfg))
     monkeypatch.setattr(main_base, "skyrl_entrypoint", FakeEntrypoint)
     monkeypatch.setattr(ray, "get", lambda ref: ref)
-    monkeypatch.setattr(sys, "argv", ["main_base", "trainer.override_entrypoint=bandsolve.torch.skyrl",
+    monkeypatch.setattr(sys, "argv", ["main_base", "trainer.override_entrypoint=bandsolve.integrations.skyrl",
                                       *BAND_ARGS])
     main_base.main()
     cfg = seen["ran"]
@@ -246,4 +246,44 @@ def test_bad_old_log_probs_are_refused():
     old, new, adv, mask = _batch()
     old[1, 2] = np.nan
     with pytest.raises(ValueError, match="NaN"):
+        _run(cfg, old, new, adv, mask)
+
+
+def test_mask_mode_keeps_the_clips_gradient_and_drops_the_tokens_beyond_the_band():
+    """trainer.algorithm.band_mode=mask through SkyRL's parser and registry:
+    the loss is -A r over the kept tokens at SkyRL's weights (numpy core), the
+    gradient the clip mode's."""
+    cfg = _config([*BAND_ARGS, "trainer.algorithm.band_mode=mask",
+                   "trainer.algorithm.band_dual_clip=false"])
+    assert cfg.trainer.algorithm.band_mode == "mask"
+    clip_cfg = _config([*BAND_ARGS, "trainer.algorithm.band_dual_clip=false"])
+    old, new, adv, mask = _batch(seed=5)
+    loss, grad, _ = _run(cfg, old, new, adv, mask)
+    clip_loss, clip_grad, _ = _run(clip_cfg, old, new, adv, mask)
+    lower, upper = bs.band_from_logp(old, 0.1, "tv", max_ratio=5.0)
+    ratio = np.exp(new - old)
+    outside = ((adv > 0) & (ratio > upper)) | ((adv < 0) & (ratio < lower))
+    weight = _weights(mask, "token_mean")
+    assert loss.item() == pytest.approx((np.where(outside, 0.0, -adv * ratio) * weight).sum(),
+                                        rel=1e-9)
+    np.testing.assert_allclose(grad, clip_grad, rtol=1e-12, atol=0)
+    assert (outside & (mask > 0)).any() and loss.item() != pytest.approx(clip_loss.item())
+
+
+def test_the_rollout_anchor_takes_the_band_around_skyrls_rollout_logprobs():
+    """band_anchor=rollout: the band of the inference engine's log-probabilities
+    (rollout_logprobs, which SkyRL's worker passes), as bounds on SkyRL's
+    ratio; without them the loss says so."""
+    cfg = _config([*BAND_ARGS, "trainer.algorithm.band_anchor=rollout",
+                   "trainer.algorithm.band_dual_clip=false"])
+    old, new, adv, mask = _batch(seed=6)
+    rollout = np.minimum(old + np.random.default_rng(6).normal(0.0, 0.3, old.shape), 0.0)
+    loss, grad, metrics = _run(cfg, old, new, adv, mask, rollout_logprobs=torch.tensor(rollout))
+    lower, upper = bs.band_from_logp(rollout, 0.1, "tv", max_ratio=5.0)
+    behaviour = np.exp(new - rollout)
+    clipped = ((adv > 0) & (behaviour > upper)) | ((adv < 0) & (behaviour < lower))
+    want = np.where(clipped, 0.0, -adv * np.exp(new - old)) * _weights(mask, "token_mean")
+    np.testing.assert_allclose(grad, want, rtol=1e-9, atol=1e-15)
+    assert (clipped & (mask > 0)).any() and "band/fixed_clipfrac_upper" in metrics
+    with pytest.raises(ValueError, match="rollout_logprobs"):
         _run(cfg, old, new, adv, mask)

@@ -13,7 +13,7 @@ transformers = pytest.importorskip("transformers")
 datasets = pytest.importorskip("datasets")
 
 import bandsolve as bs  # noqa: E402
-from bandsolve.torch.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
+from bandsolve.integrations.trl import BandGRPOConfig, BandGRPOTrainer  # noqa: E402
 
 
 def _example():
@@ -115,6 +115,9 @@ def test_band_matches_the_numpy_core_inside_trl(tmp_path, monkeypatch):
     (dict(importance_sampling_level="sequence"), "per-token"),
     (dict(band_divergence="nope"), "unknown divergence"),
     (dict(band_delta=-1.0), "positive"),
+    (dict(band_mode="masked"), "mode must be one of"),
+    (dict(band_anchor="behaviour"), "band_anchor must be one of"),
+    (dict(band_anchor="rollout"), "use_vllm"),
 ])
 def test_bad_settings_are_refused(tmp_path, overrides, match):
     with pytest.raises(ValueError, match=match):
@@ -159,7 +162,15 @@ def test_trl_without_the_private_log_prob_method_is_refused_at_construction(tmp_
         _trainer(tmp_path, cls=BandGRPOTrainer)
 
 
-@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo", "luspo"])
+def test_luspo_is_refused_its_ratio_is_per_sequence(tmp_path):
+    """docs/trl.md listed luspo as supported: TRL's luspo takes a sequence-level
+    ratio, and at token level (the plug-in's) TRL sums its loss over padding
+    tokens too, where the band has no meaning."""
+    with pytest.raises(ValueError, match="luspo's ratio is per sequence"):
+        _trainer(tmp_path, loss_type="luspo")
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "bnpo", "dr_grpo", "dapo"])
 def test_with_a_constant_band_it_is_trls_own_loss(tmp_path, monkeypatch, loss_type):
     """Band replaced by TRL's own [1 - epsilon, 1 + epsilon_high]: the plug-in's
     loss and gradients equal TRL's built-in loss (GRPOTrainer._compute_loss with
@@ -173,34 +184,17 @@ def test_with_a_constant_band_it_is_trls_own_loss(tmp_path, monkeypatch, loss_ty
     if f'"{loss_type}"' not in inspect.getsource(GRPOTrainer._compute_loss):
         pytest.skip(f"trl {__import__('trl').__version__} has no loss_type {loss_type!r}")
     low, high = 0.2, 0.28
-    trainer = _trainer(tmp_path, cls=BandGRPOTrainer, loss_type=loss_type, epsilon=low,
-                       epsilon_high=high, max_steps=2)
-    captured = {}
-    trl_loss = GRPOTrainer._compute_loss
-
-    def spy(self, model, inputs):
-        captured["inputs"] = {k: v.detach().clone() if torch.is_tensor(v) else v
-                              for k, v in inputs.items()}
-        return trl_loss(self, model, inputs)
-
-    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
-    trainer.train()  # the last batch, evaluated after the model has moved: ratios != 1
-    monkeypatch.setattr(GRPOTrainer, "_compute_loss", trl_loss)
-    inputs = captured["inputs"]
+    # the last batch, evaluated after the model has moved: ratios != 1
+    trainer, inputs = _captured_batch(tmp_path, monkeypatch, loss_type=loss_type, epsilon=low,
+                                      epsilon_high=high)
     assert inputs.get("old_per_token_logps") is not None
 
     def loss_and_grads(compute):
-        trainer.model.zero_grad()
-        torch.manual_seed(0)
-        loss = compute(trainer, trainer.model, inputs)
-        loss.backward()
-        return loss.item(), [p.grad.clone() for p in trainer.model.parameters()
-                             if p.grad is not None]
+        return _loss_and_grads(trainer, inputs, compute)
 
     def constant_band(log_prob, *args, **kwargs):
         return (torch.full_like(log_prob, 1.0 - low), torch.full_like(log_prob, 1.0 + high))
 
-    trainer.model.eval()  # no dropout: both calls see the same forward pass
     banded, _ = loss_and_grads(BandGRPOTrainer._compute_loss)
     monkeypatch.setattr(band_settings, "band_from_logp", constant_band)
     ours, our_grads = loss_and_grads(BandGRPOTrainer._compute_loss)
@@ -213,3 +207,140 @@ def test_with_a_constant_band_it_is_trls_own_loss(tmp_path, monkeypatch, loss_ty
     # the band is not TRL's interval there
     assert trainer._metrics["eval"]["clip_ratio/region_mean"][-1] > 0
     assert banded != pytest.approx(theirs, rel=1e-6)
+
+
+def _captured_batch(tmp_path, monkeypatch, **overrides):
+    """A trainer after three steps, and the inputs of its last loss call (a
+    batch whose old log-probabilities are not the model's: ratios != 1)."""
+    from trl import GRPOTrainer
+
+    trainer = _trainer(tmp_path, cls=BandGRPOTrainer, max_steps=3, **overrides)
+    captured = {}
+    trl_loss = GRPOTrainer._compute_loss
+
+    def spy(self, model, inputs):
+        captured["inputs"] = {k: v.detach().clone() if torch.is_tensor(v) else v
+                              for k, v in inputs.items()}
+        return trl_loss(self, model, inputs)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
+    trainer.train()
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", trl_loss)
+    trainer.model.eval()  # no dropout: every call sees the same forward pass
+    return trainer, captured["inputs"]
+
+
+def _loss_and_grads(trainer, inputs, compute=None):
+    """(loss, parameter gradients) of ``compute`` (the trainer's own
+    _compute_loss by default) on a copy of ``inputs``."""
+    trainer.model.zero_grad()
+    torch.manual_seed(0)
+    if compute is None:
+        loss = trainer._compute_loss(trainer.model, dict(inputs))
+    else:
+        loss = compute(trainer, trainer.model, dict(inputs))
+    loss.backward()
+    return loss.item(), [p.grad.clone() for p in trainer.model.parameters() if p.grad is not None]
+
+
+def test_mask_mode_drops_the_tokens_beyond_the_band_and_keeps_the_clips_gradient(
+        tmp_path, monkeypatch):
+    """band_mode="mask" through TRL's own dapo loss: the loss is
+    sum(-A r) over the tokens inside the band (numpy core), divided by TRL's
+    normaliser; every parameter gradient equals the clip mode's."""
+    trainer, inputs = _captured_batch(tmp_path, monkeypatch)
+    clip_loss, clip_grads = _loss_and_grads(trainer, inputs)
+    new_log_prob = trainer._get_per_token_logps_and_entropies(
+        trainer.model, torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], 1),
+        torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], 1),
+        inputs["completion_ids"].size(1))[0].detach().double().numpy()
+    trainer.band_mode = "mask"
+    mask_loss, mask_grads = _loss_and_grads(trainer, inputs)
+
+    old = inputs["old_per_token_logps"].double().numpy()
+    mask = inputs["completion_mask"].double().numpy()
+    adv = np.broadcast_to(inputs["advantages"].double().numpy()[:, None], old.shape)
+    lower, upper = bs.band_from_logp(np.minimum(old, 0.0), 0.05, "kl", max_ratio=10.0)
+    ratio = np.exp(new_log_prob - old)
+    outside = ((adv > 0) & (ratio > upper)) | ((adv < 0) & (ratio < lower))
+    normaliser = inputs["num_items_in_batch"] / trainer.accelerator.num_processes
+    want = (np.where(outside, 0.0, -adv * ratio) * mask).sum() / float(normaliser)
+    assert mask_loss == pytest.approx(want, rel=1e-5, abs=1e-7)
+    assert (outside & (mask > 0)).any() and mask_loss != pytest.approx(clip_loss, rel=1e-6)
+    for mine, clip in zip(mask_grads, clip_grads):
+        torch.testing.assert_close(mine, clip, rtol=1e-5, atol=1e-7)
+
+
+def test_the_rollout_anchor_takes_the_band_around_vllms_log_probs(tmp_path, monkeypatch):
+    """band_anchor="rollout" (vLLM's sampling_per_token_logps, here stood in for:
+    no vLLM on a CPU): TRL's loss clamps to the band of the rollout
+    probabilities, written as bounds on TRL's ratio pi / pi_old."""
+    from trl import GRPOTrainer
+
+    trainer, inputs = _captured_batch(tmp_path, monkeypatch)
+    old = inputs["old_per_token_logps"]
+    gen = torch.Generator().manual_seed(0)
+    rollout = torch.clamp(old + 0.3 * torch.randn(old.shape, generator=gen), max=0.0)
+    trainer.band_anchor = "rollout"  # construction refuses it without vLLM
+    seen = {}
+    trl_loss = GRPOTrainer._compute_loss
+
+    def spy(self, model, batch):
+        seen["eps"] = (self.epsilon_low.clone(), self.epsilon_high.clone())
+        return trl_loss(self, model, batch)
+
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", spy)
+    trainer._compute_loss(trainer.model, {**inputs, "sampling_per_token_logps": rollout})
+    real = inputs["completion_mask"].bool().numpy()
+    o, r = old.double().numpy(), rollout.double().numpy()
+    lower, upper = bs.band_from_logp(r, 0.05, "kl", max_ratio=10.0)
+    shift = np.exp(r - o)
+    eps_low, eps_high = (e.double().numpy() for e in seen["eps"])
+    np.testing.assert_allclose((1.0 - eps_low)[real], (lower * shift)[real], rtol=1e-5, atol=4e-7)
+    np.testing.assert_allclose((1.0 + eps_high)[real], (upper * shift)[real], rtol=1e-5, atol=4e-7)
+    with pytest.raises(RuntimeError, match="sampling_per_token_logps"):
+        trainer._compute_loss(trainer.model, dict(inputs))
+
+
+def test_band_metrics_are_read_once_per_logged_step_not_per_micro_batch(tmp_path, monkeypatch):
+    """The plug-in gathered and .item()-ed each of its 24 metrics on every
+    micro-batch (a device sync each): now its micro-batches' metrics stay on the
+    device until TRL logs, and are gathered once per logged step."""
+    import bandsolve.integrations.trl as plugin
+
+    calls = {"gather": 0, "record": 0}
+    trainer = _trainer(tmp_path, cls=BandGRPOTrainer, max_steps=3,
+                       gradient_accumulation_steps=2, per_device_train_batch_size=4)
+    gather = trainer.accelerator.gather
+
+    def counting_gather(value):
+        import inspect
+
+        if inspect.stack()[1].frame.f_globals.get("__name__") == plugin.__name__:
+            calls["gather"] += 1
+        return gather(value)
+
+    record = BandGRPOTrainer._record_band
+
+    def counting_record(self, *args):
+        calls["record"] += 1
+        return record(self, *args)
+
+    monkeypatch.setattr(trainer.accelerator, "gather", counting_gather)
+    monkeypatch.setattr(BandGRPOTrainer, "_record_band", counting_record)
+    monkeypatch.setattr(torch.Tensor, "item", _no_item(torch.Tensor.item, plugin.__name__))
+    trainer.train()
+    logged = [entry for entry in trainer.state.log_history if "band/clipfrac_upper" in entry]
+    assert calls["record"] >= 2 * len(logged) >= 4  # micro-batches: two per step at least
+    assert calls["gather"] == len(logged)
+
+
+def _no_item(item, module):
+    """Tensor.item that fails when called from ``module`` (a host sync there)."""
+    def checked(self):
+        import inspect
+
+        if inspect.stack()[1].frame.f_globals.get("__name__") == module:
+            raise AssertionError("a .item() (device sync) in the plug-in")
+        return item(self)
+    return checked

@@ -25,7 +25,7 @@ import bandsolve as bs  # noqa: E402
 
 BAND_OVERRIDES = [
     "actor_rollout_ref.actor.policy_loss.loss_mode=bandpo",
-    "actor_rollout_ref.actor.policy_loss._target_=bandsolve.torch.verl.BandPOPolicyLossConfig",
+    "actor_rollout_ref.actor.policy_loss._target_=bandsolve.integrations.verl.BandPOPolicyLossConfig",
     "+actor_rollout_ref.actor.policy_loss.band_delta=0.1",
     "+actor_rollout_ref.actor.policy_loss.band_divergence=tv",
     "+actor_rollout_ref.actor.policy_loss.band_max_ratio=5",
@@ -64,7 +64,7 @@ def _reference(old, new, adv, mask, delta, divergence, max_ratio, dual_clip, mod
 
 
 def test_import_verl_registers_bandpo_through_the_entry_point():
-    from bandsolve.torch.verl import compute_policy_loss_bandpo
+    from bandsolve.integrations.verl import compute_policy_loss_bandpo
 
     assert get_policy_loss_fn("bandpo") is compute_policy_loss_bandpo
 

@@ -73,7 +73,7 @@ def _actor(overrides=(), agg_mode="token-mean", loss_scale_factor=None):
 def _band(delta=0.1, divergence="kl", max_ratio=5.0, dual_clip=True):
     return (
         "actor_rollout_ref.actor.policy_loss.loss_mode=bandpo",
-        "actor_rollout_ref.actor.policy_loss._target_=bandsolve.torch.verl.BandPOPolicyLossConfig",
+        "actor_rollout_ref.actor.policy_loss._target_=bandsolve.integrations.verl.BandPOPolicyLossConfig",
         f"+actor_rollout_ref.actor.policy_loss.band_delta={delta}",
         f"+actor_rollout_ref.actor.policy_loss.band_divergence={divergence}",
         "+actor_rollout_ref.actor.policy_loss.band_max_ratio="
@@ -493,13 +493,29 @@ def _binary_kl(p, q, eps=0.0):
     return p * np.log(p / q) + (1 - p) * np.log((1 - p + eps) / (1 - q + eps))
 
 
+def _dppo_case(seed, divergence, delta):
+    """(old, new, adv, mask, verl's divergence per token, dppo's actor): the
+    problem, its ties left out: tokens within 1e-9 (relative) of delta, or
+    where verl's 1e-8 stabiliser in log((1 - p_old + 1e-8) / (1 - p_new + 1e-8))
+    could flip the side."""
+    old, new, adv = _dppo_problem(seed)
+    p_old, p_new = np.exp(old), np.exp(new)
+    if divergence == "kl":
+        exact, verl_div = _binary_kl(p_old, p_new), _binary_kl(p_old, p_new, eps=1e-8)
+    else:
+        exact = verl_div = np.abs(p_new - p_old)
+    tie = np.abs(exact - delta) <= np.maximum(1e-9 * delta, 10 * np.abs(verl_div - exact))
+    assert tie.sum() < 0.01 * tie.size
+    dppo = "dppo_kl" if divergence == "kl" else "dppo_tv"
+    actor = _actor((f"actor_rollout_ref.actor.policy_loss.loss_mode={dppo}",
+                    f"actor_rollout_ref.actor.clip_ratio_low={delta}",
+                    f"actor_rollout_ref.actor.clip_ratio_high={delta}",
+                    "actor_rollout_ref.actor.clip_ratio_c=1e12"), agg_mode="token-sum")
+    return old, new, adv, (~tie).astype(float), verl_div, actor
+
+
 def _grad_and_mask(loss_mode, actor, old, new, adv, mask):
-    log_prob = torch.tensor(new).requires_grad_()
-    loss, _ = get_policy_loss_fn(loss_mode)(
-        old_log_prob=torch.tensor(old), log_prob=log_prob, advantages=torch.tensor(adv),
-        response_mask=torch.tensor(mask).bool(), loss_agg_mode="token-sum", config=actor)
-    loss.backward()
-    grad = log_prob.grad.numpy()
+    _, grad = _loss_and_grad(loss_mode, actor, old, new, adv, mask)
     return grad, (grad == 0.0) & (mask > 0)
 
 
@@ -515,22 +531,9 @@ def test_band_masks_exactly_the_tokens_dppo_masks(divergence, dppo, delta):
     leaves the band on the side the sign of A clips", i.e. where BandPO's
     gradient is zero; with dual clip and TIS truncation off the two gradients
     are equal token by token."""
-    old, new, adv = _dppo_problem(int(delta * 100) + (divergence == "tv"))
+    old, new, adv, mask, verl_div, dppo_actor = _dppo_case(
+        int(delta * 100) + (divergence == "tv"), divergence, delta)
     p_old, p_new = np.exp(old), np.exp(new)
-    if divergence == "kl":
-        exact, verl_div = _binary_kl(p_old, p_new), _binary_kl(p_old, p_new, eps=1e-8)
-    else:
-        exact = verl_div = np.abs(p_new - p_old)
-    # drop ties: tokens within 1e-9 (relative) of delta, or where verl's 1e-8
-    # stabiliser in log((1 - p_old + 1e-8) / (1 - p_new + 1e-8)) could flip the side
-    tie = np.abs(exact - delta) <= np.maximum(1e-9 * delta, 10 * np.abs(verl_div - exact))
-    mask = (~tie).astype(float)
-    assert tie.sum() < 0.01 * tie.size
-
-    dppo_actor = _actor((f"actor_rollout_ref.actor.policy_loss.loss_mode={dppo}",
-                         f"actor_rollout_ref.actor.clip_ratio_low={delta}",
-                         f"actor_rollout_ref.actor.clip_ratio_high={delta}",
-                         "actor_rollout_ref.actor.clip_ratio_c=1e12"), agg_mode="token-sum")
     band_actor = _actor(_band(delta=delta, divergence=divergence, max_ratio=None,
                               dual_clip=False), agg_mode="token-sum")
     dppo_grad, dppo_masked = _grad_and_mask(dppo, dppo_actor, old, new, adv, mask)
@@ -565,3 +568,71 @@ def test_dppo_kl_is_not_the_reverse_kl_band():
                     "actor_rollout_ref.actor.clip_ratio_c=1e12"), agg_mode="token-sum")
     _, dppo_masked = _grad_and_mask("dppo_kl", actor, old, new, adv, np.ones_like(old))
     assert (dppo_masked != rkl_outside).sum() > 20
+
+
+def _loss_and_grad(loss_mode, actor, old, new, adv, mask):
+    """verl's registered loss at token-sum: (loss, d loss / d log_prob)."""
+    log_prob = torch.tensor(new).requires_grad_()
+    loss, _ = get_policy_loss_fn(loss_mode)(
+        old_log_prob=torch.tensor(old), log_prob=log_prob, advantages=torch.tensor(adv),
+        response_mask=torch.tensor(mask).bool(), loss_agg_mode="token-sum", config=actor)
+    loss.backward()
+    return loss.item(), log_prob.grad.numpy()
+
+
+@pytest.mark.parametrize("divergence,dppo", [("kl", "dppo_kl"), ("tv", "dppo_tv")])
+@pytest.mark.parametrize("delta", [0.02, 0.2])
+def test_mask_mode_is_verls_dppo_loss_and_gradient(divergence, dppo, delta):
+    """band_mode=mask with kl and tv at verl's delta is verl's dppo_kl / dppo_tv:
+    the gradients are equal token by token, and the loss, sum over the kept
+    tokens of -A r, is the sum of dppo's per-token gradients. (dppo's loss value
+    is -A sg(min(r, c)) log pi on the kept tokens, a surrogate whose value is
+    not the objective but whose gradient is -A r; its truncation at
+    clip_ratio_c is set out of reach, as the band's dual clip is off.)"""
+    old, new, adv, mask, _, dppo_actor = _dppo_case(
+        int(delta * 100) + (divergence == "tv") + 10, divergence, delta)
+    band_actor = _actor((*_band(delta=delta, divergence=divergence, max_ratio=None,
+                                dual_clip=False),
+                         "+actor_rollout_ref.actor.policy_loss.band_mode=mask"),
+                        agg_mode="token-sum")
+    assert band_actor.policy_loss.band_mode == "mask"
+    _, dppo_grad = _loss_and_grad(dppo, dppo_actor, old, new, adv, mask)
+    band_loss, band_grad = _loss_and_grad("bandpo", band_actor, old, new, adv, mask)
+    np.testing.assert_allclose(band_grad, dppo_grad, rtol=1e-12, atol=0)
+    assert band_loss == pytest.approx(dppo_grad.sum(), rel=1e-12)
+    # and dropped tokens are where dppo masks (its gradient is 0 there)
+    assert ((dppo_grad == 0) & (mask > 0)).sum() > 100
+    # the clip mode has the same gradient, another loss value
+    clip_actor = _actor(_band(delta=delta, divergence=divergence, max_ratio=None,
+                              dual_clip=False), agg_mode="token-sum")
+    clip_loss, clip_grad = _loss_and_grad("bandpo", clip_actor, old, new, adv, mask)
+    np.testing.assert_array_equal(clip_grad, band_grad)
+    assert clip_loss != pytest.approx(band_loss, rel=1e-6)
+
+
+def test_the_rollout_anchor_takes_the_band_around_rollout_log_probs():
+    """band_anchor=rollout with the rollout_log_probs verl's PolicyLossFn
+    declares: the token is clipped where pi / pi_rollout leaves the band of
+    pi_rollout, verl's rollout_is_weights still multiply the loss; without
+    rollout_log_probs (verl 0.9's ppo_loss passes none) the step fails naming
+    bypass mode."""
+    prompts, responses, nested_new, old, new, rollout, adv, mask = _lm_problem()
+    actor = _actor((*_band(delta=0.1, divergence="kl", max_ratio=5.0, dual_clip=False),
+                    "+actor_rollout_ref.actor.policy_loss.band_anchor=rollout"),
+                   agg_mode="token-sum")
+    weights = np.exp(np.clip(old - rollout, -20, 20)).clip(max=2.0) * mask
+    t = torch.tensor
+    log_prob = t(new).requires_grad_()
+    loss, metrics = get_policy_loss_fn("bandpo")(
+        t(old), log_prob, t(adv), t(mask).bool(), "token-sum", actor,
+        rollout_is_weights=t(weights), rollout_log_probs=t(rollout))
+    loss.backward()
+    lower, upper = _band_bounds(rollout, 0.1, "kl", 5.0)
+    behaviour = np.exp(new - rollout)
+    clipped = ((adv > 0) & (behaviour > upper)) | ((adv < 0) & (behaviour < lower))
+    want = np.where(clipped, 0.0, -adv * np.exp(new - old)) * weights * mask
+    np.testing.assert_allclose(log_prob.grad.numpy(), want, rtol=1e-9, atol=1e-14)
+    assert (clipped & (mask > 0)).sum() > 0 and "actor/band/fixed_clipfrac_upper" in metrics
+    with pytest.raises(ValueError, match="bypass_mode=true"):
+        _run_ppo_loss(actor, prompts, responses, nested_new,
+                      {"response_mask": mask, "old_log_probs": old, "advantages": adv})

@@ -13,10 +13,10 @@ pytestmark = pytest.mark.trainers
 
 pytest.importorskip("verl")
 
-from bandsolve.doctor import _verl_loads_entry_points  # noqa: E402
+from bandsolve.integrations.verl import loads_entry_points  # noqa: E402
 
 #: verl 0.9 imports the verl.plugins entry points; 0.8 (rLLM's pin) does not
-entry_points = pytest.mark.skipif(not _verl_loads_entry_points(),
+entry_points = pytest.mark.skipif(not loads_entry_points(),
                                   reason="this verl loads no verl.plugins entry points")
 
 
@@ -34,18 +34,18 @@ def test_verl_use_external_modules_registers_bandpo():
     out = _run("""
         import torch, verl
         from verl.trainer.ppo.core_algos import get_policy_loss_fn
-        import bandsolve.torch.verl as plugin
+        import bandsolve.integrations.verl as plugin
         loss_fn = get_policy_loss_fn("bandpo")
         old = torch.log(torch.tensor([[0.05, 0.5]], dtype=torch.float64))
         mask = torch.ones_like(old)
         config = {"clip_ratio_c": 3.0, "policy_loss": {"band_delta": 0.05}}
         loss, metrics = loss_fn(old, old + 0.4, mask, mask, "token-mean", config)
         print(loss_fn is plugin.compute_policy_loss_bandpo, "actor/band/clipfrac_upper" in metrics)
-        """, VERL_USE_EXTERNAL_MODULES="bandsolve.torch.verl", VERL_USE_EXTERNAL_PLUGINS="none")
+        """, VERL_USE_EXTERNAL_MODULES="bandsolve.integrations.verl", VERL_USE_EXTERNAL_PLUGINS="none")
     assert out == "True True"
 
 
-@pytest.mark.skipif(_verl_loads_entry_points(), reason="this verl loads verl.plugins entry points")
+@pytest.mark.skipif(loads_entry_points(), reason="this verl loads verl.plugins entry points")
 def test_verl_without_an_entry_point_loader_does_not_register_bandpo_on_its_own():
     """On verl 0.8, import verl alone leaves bandpo out: the variable is needed
     (docs/verl.md), and doctor says so."""
@@ -53,8 +53,8 @@ def test_verl_without_an_entry_point_loader_does_not_register_bandpo_on_its_own(
         import verl
         from verl.trainer.ppo.core_algos import POLICY_LOSS_REGISTRY
         registered = "bandpo" in POLICY_LOSS_REGISTRY  # before doctor imports the plug-in
-        from bandsolve import doctor
-        entry = [c for c in doctor._check_verl() if c.name == "verl entry point"][0]
+        from bandsolve.integrations import verl as room
+        entry = [c for c in room.doctor_checks() if c.name == "verl entry point"][0]
         print(registered, entry.ok, "VERL_USE_EXTERNAL_MODULES" in entry.fix)
         """, VERL_USE_EXTERNAL_MODULES=None)
     assert out.startswith("False False True"), out
@@ -86,7 +86,7 @@ def test_registered_bandpo_is_bandsolves_loss_on_first_call():
         mask = torch.ones_like(old)
         config = OmegaConf.create({"clip_ratio_c": 3.0, "policy_loss": {"band_delta": 0.05}})
         loss, metrics = loss_fn(old, new, adv, mask, "token-mean", config)
-        from bandsolve.torch.verl import compute_policy_loss_bandpo
+        from bandsolve.integrations.verl import compute_policy_loss_bandpo
         ref, _ = compute_policy_loss_bandpo(old, new, adv, mask, "token-mean", config)
         print(float(loss) == float(ref), "actor/pg_clipfrac" in metrics)
         """)

@@ -6,7 +6,11 @@
 # No other --no-deps: each resolution is the trainer's own.
 # In each, tests/test_light_install.py checks that the trainer's extra brought
 # the light core only: no cvxpy, clarabel or matplotlib, and nothing beyond
-# torch, numpy and numba loaded by import bandsolve.torch.
+# torch, numpy and numba loaded by import bandsolve.torch; and (verl, trl,
+# skyrl, openrlhf) tests/test_doctor_advice.py runs every pip command
+# bandsolve doctor prints there as pip install --dry-run (PyPI needed) and
+# checks that the trainer's pins still hold; tests/test_cuda_plugins.py skips
+# there (no GPU) and runs on a lent one (benchmarks/device/plugins.sh).
 #
 #   bash tests/trainer_envs.sh [verl] [verl-0.8] [trl-lowest] [trl] [skyrl] [openrlhf]   (default: all)
 #
@@ -145,24 +149,28 @@ for target in "${targets[@]}"; do
         verl)
             run_tests verl tests/test_trainers_verl.py tests/test_trainers_verl_actor.py \
                 tests/test_trainers_verl_registration.py tests/test_doctor.py tests/test_light_install.py \
-                tests/test_examples.py tests/test_torch_trainer_edges.py ;;
+                tests/test_examples.py tests/test_torch_trainer_edges.py tests/test_doctor_advice.py \
+                tests/test_cuda_plugins.py ;;
         verl-0.8)
             # verl 0.8 loads no verl.plugins entry points: the plug-in comes in
             # through VERL_USE_EXTERNAL_MODULES, set as docs/verl.md tells rLLM
             # users to set it
-            VERL_USE_EXTERNAL_MODULES=bandsolve.torch.verl run_tests verl-0.8 \
+            VERL_USE_EXTERNAL_MODULES=bandsolve.integrations.verl run_tests verl-0.8 \
                 tests/test_trainers_verl.py tests/test_trainers_verl_registration.py \
                 tests/test_doctor.py tests/test_light_install.py ;;
         trl-lowest)
-            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py ;;
+            run_tests trl-lowest tests/test_trainers_trl.py tests/test_examples.py tests/test_light_install.py \
+                tests/test_doc_snippets.py ;;
         trl)
             run_tests trl tests/test_trainers_trl.py tests/test_doctor.py tests/test_examples.py \
-                tests/test_light_install.py ;;
+                tests/test_light_install.py tests/test_doctor_advice.py tests/test_cuda_plugins.py \
+                tests/test_doc_snippets.py ;;
         skyrl)
             run_tests skyrl tests/test_trainers_skyrl.py tests/test_doctor.py tests/test_examples.py \
-                tests/test_light_install.py ;;
+                tests/test_light_install.py tests/test_doctor_advice.py tests/test_cuda_plugins.py ;;
         openrlhf)
-            run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py \
-                tests/test_light_install.py ;;
+            run_tests openrlhf tests/test_trainers_openrlhf.py tests/test_doctor.py tests/test_examples.py \
+                tests/test_light_install.py tests/test_doctor_advice.py tests/test_cuda_plugins.py \
+                tests/test_doc_snippets.py ;;
     esac
 done

@@ -4,8 +4,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Sequence
 
 from . import COMMANDS
 
@@ -23,13 +21,6 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(doctor.format_report(checks))
     return doctor.exit_code(checks)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``bandsolve doctor`` with ``argv`` (None: ``sys.argv[1:]``)."""
-    from . import main as bandsolve_main
-
-    return bandsolve_main(["doctor", *(sys.argv[1:] if argv is None else argv)])
 
 
 def add(sub) -> None:

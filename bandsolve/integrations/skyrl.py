@@ -7,7 +7,7 @@ way to get the import, the extra config keys and the Ray sync right is SkyRL's
 own entry point with this module as its override entry point::
 
     python -m skyrl.train.entrypoints.main_base \\
-        trainer.override_entrypoint=bandsolve.torch.skyrl \\
+        trainer.override_entrypoint=bandsolve.integrations.skyrl \\
         trainer.algorithm.policy_loss_type=bandpo \\
         trainer.algorithm.band_delta=0.05 \\
         trainer.algorithm.band_divergence=kl \\
@@ -17,7 +17,7 @@ own entry point with this module as its override entry point::
 This module's :func:`main` (called by SkyRL's) parses them with
 :class:`BandPOTrainConfig`, which adds the keys below to
 ``trainer.algorithm`` (SkyRL rejects unknown keys and ``+key=`` overrides).
-In a custom entry point, ``import bandsolve.torch.skyrl`` before
+In a custom entry point, ``import bandsolve.integrations.skyrl`` before
 ``initialize_ray`` and use :class:`BandPOAlgorithmConfig` (e.g. via SkyRL's
 ``make_config(algorithm_cls=BandPOAlgorithmConfig)``); with SkyRL's plain
 ``AlgorithmConfig`` the loss runs with the defaults.
@@ -29,7 +29,13 @@ at SkyRL's own ``trainer.algorithm.clip_ratio_c`` (3 by default), as in
 SkyRL's ``dual_clip`` loss.
 
 SkyRL's ``eps_clip_low``/``eps_clip_high`` are not used: the band replaces
-[1 - eps_clip_low, 1 + eps_clip_high]. The per-token loss is BandPO's clipped
+[1 - eps_clip_low, 1 + eps_clip_high] (their clip fractions on the same ratios
+are logged as ``band/fixed_clipfrac_*``). ``band_mode`` ("clip" or "mask":
+the unclipped surrogate inside the band, nothing beyond it) and
+``band_anchor`` ("old" or "rollout": the band around ``rollout_logprobs``,
+the inference engine's log-probabilities SkyRL hands the loss, as bounds on
+SkyRL's ratio pi / pi_old, its ``off_policy_correction`` applied as before)
+are the verl plug-in's keys. The per-token loss is BandPO's clipped
 surrogate; SkyRL's ``off_policy_correction`` is applied as in its ``regular``
 loss. Reduction is SkyRL's own: the trainer pre-scales the advantages per
 ``loss_reduction`` (token_mean, token_mean_legacy, sequence_mean,
@@ -41,6 +47,9 @@ meaning: share of tokens where the clipped term is the active one),
 ``dual_clip_ratio``, ``ppo_kl`` and ``band/*`` (clip fractions and band widths
 by old-probability bucket, the share of tokens whose band is wider than
 Clip-Higher's), as Python floats (one device-to-host read).
+
+:func:`doctor_checks` is this plug-in's part of ``bandsolve doctor``: whether
+the loss SkyRL's registry returns for ``bandpo`` serves the band.
 """
 
 # no ``from __future__ import annotations``: SkyRL resolves nested config
@@ -57,11 +66,13 @@ from skyrl.backends.skyrl_train.utils.off_policy_correction_utils import (
 from skyrl.backends.skyrl_train.utils.ppo_utils import PolicyLossRegistry, reduce_loss
 from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
-from ..torch.losses import loss_terms, masked_mean
+from .. import doctor
+from .._extras import pip_command
+from ..torch.losses import check_anchor, check_mode, host_metrics, loss_terms, masked_mean
 from ..torch.settings import BandConfigKeys, dual_clip_from_keys, settings_from_keys
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
-           "compute_policy_loss_bandpo", "register", "main", "LOSS_NAME"]
+           "compute_policy_loss_bandpo", "register", "main", "LOSS_NAME", "doctor_checks"]
 
 LOSS_NAME = "bandpo"
 
@@ -115,15 +126,22 @@ def compute_policy_loss_bandpo(
     ------
     ValueError
         With ``band_validate``, NaN or +inf in ``old_log_probs``; a bad delta,
-        divergence or max_ratio (as ``bandsolve.band``); ``clip_ratio_c <= 1``
-        with the dual clip.
+        divergence or max_ratio (as ``bandsolve.band``), mode or anchor;
+        ``clip_ratio_c <= 1`` with the dual clip; ``band_anchor="rollout"``
+        without ``rollout_logprobs``.
     """
     if loss_mask is None:
         loss_mask = torch.ones_like(log_probs)
     read = _reader(config)
+    anchor = check_anchor(read("band_anchor"))
+    if anchor == "rollout" and rollout_logprobs is None:
+        raise ValueError("band_anchor=rollout: SkyRL passed the policy loss no rollout_logprobs "
+                         "(the inference engine's log-probabilities)")
     terms = loss_terms(log_probs, old_log_probs, advantages, loss_mask,
                        settings_from_keys(read),
-                       dual_clip_from_keys(read, getattr(config, "clip_ratio_c", 3.0)))
+                       dual_clip_from_keys(read, getattr(config, "clip_ratio_c", 3.0)),
+                       check_mode(read("band_mode")),
+                       rollout_logprobs if anchor == "rollout" else None)
     loss = terms.pg_losses
 
     mask = loss_mask.detach()
@@ -134,13 +152,14 @@ def compute_policy_loss_bandpo(
         scalars = {"clip_ratio": masked_mean(clipped > unclipped, mask),
                    "dual_clip_ratio": terms.dual_clip_fraction(mask),
                    "ppo_kl": terms.approx_kl(mask)}
-    scalars.update({f"band/{k}": v for k, v in terms.clip_metrics(mask).items()})
+    fixed = (1.0 - float(getattr(config, "eps_clip_low", 0.2)),
+             1.0 + float(getattr(config, "eps_clip_high", 0.2)))
+    scalars.update({f"band/{k}": v for k, v in terms.clip_metrics(mask, fixed).items()})
 
     loss, loss_mask, off_policy_metrics = apply_off_policy_correction(
         loss, old_log_probs, rollout_logprobs, loss_mask,
         getattr(config, "off_policy_correction", None))
-    values = torch.stack([v.detach().to(torch.float64).reshape(()) for v in scalars.values()])
-    metrics: dict[str, float] = dict(zip(scalars, values.tolist()))  # one host read
+    metrics: dict[str, float] = host_metrics(scalars)  # one host read
     metrics.update(off_policy_metrics)
     return reduce_loss(loss, loss_mask), metrics
 
@@ -162,7 +181,7 @@ register()
 
 def main(argv: Sequence[str] | None = None) -> None:
     """SkyRL's ``main_base.main`` with :class:`BandPOTrainConfig` (for
-    ``trainer.override_entrypoint=bandsolve.torch.skyrl``, which is dropped)."""
+    ``trainer.override_entrypoint=bandsolve.integrations.skyrl``, which is dropped)."""
     import ray
     from skyrl.train.entrypoints import main_base
 
@@ -172,3 +191,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     main_base.validate_cfg(cfg)
     main_base.initialize_ray(cfg)  # syncs the registry, bandpo included, to Ray
     ray.get(main_base.skyrl_entrypoint.remote(cfg))
+
+
+def doctor_checks() -> list:
+    """This plug-in's line of ``bandsolve doctor``: the loss SkyRL's registry
+    returns for ``bandpo``, on SkyRL's algorithm config with the band's keys
+    (and SkyRL's own eps_clip), run on the doctor's probe."""
+    config = BandPOAlgorithmConfig(band_delta=doctor.PROBE_DELTA, band_divergence="kl")
+
+    def skyrl_loss(old, new, advantages, mask):
+        return PolicyLossRegistry.get(LOSS_NAME)(new, old, advantages, config, mask)[0]
+
+    return [doctor.probe_band("skyrl", skyrl_loss, pip_command("skyrl", force=True))]

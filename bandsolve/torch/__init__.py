@@ -11,8 +11,7 @@
   dual clip, verl's loss aggregation modes, and metrics; :func:`loss_terms`,
   its per-token terms, which the trainer plug-ins aggregate their own way.
 * Trainer plug-ins live in ``bandsolve.integrations`` (verl, TRL, SkyRL,
-  OpenRLHF); ``bandsolve.torch.verl``, ``.trl``, ``.skyrl`` and ``.openrlhf``
-  are their import paths.
+  OpenRLHF).
 """
 
 from .._extras import require
@@ -23,6 +22,7 @@ from .bounds import band, band_from_logp
 from .device_table import BandTable
 from .losses import (
                      LOSS_AGG_MODES,
+                     LOSS_MODES,
                      P_BUCKETS,
                      LossTerms,
                      PolicyLossConfig,
@@ -30,7 +30,9 @@ from .losses import (
                      clip_metrics,
                      clipped_surrogate,
                      loss_terms,
+                     masked_surrogate,
                      policy_loss,
+                     rollout_anchored,
 )
 from .rules import DCPO, Band, ClipHigher, NoClip, PPOClip
 from .settings import BandSettings
@@ -38,5 +40,6 @@ from .validation import compute_dtype
 
 __all__ = ["band", "band_from_logp", "BandTable", "compute_dtype",
            "policy_loss", "PolicyLossConfig", "aggregate", "clipped_surrogate", "clip_metrics",
-           "loss_terms", "LossTerms", "LOSS_AGG_MODES", "P_BUCKETS", "BandSettings",
+           "loss_terms", "LossTerms", "LOSS_AGG_MODES", "LOSS_MODES", "masked_surrogate",
+           "rollout_anchored", "P_BUCKETS", "BandSettings",
            "Band", "PPOClip", "ClipHigher", "DCPO", "NoClip"]

@@ -3,9 +3,21 @@
     loss, metrics = policy_loss(log_prob, old_log_prob, advantages, response_mask,
                                 PolicyLossConfig(rule=Band(delta=0.05)))
 
-Per token, with r = exp(log_prob - old_log_prob) and [lo, hi] = rule.bounds(old_log_prob):
+Per token, with r = exp(log_prob - old_log_prob) and [lo, hi] = rule.bounds(old_log_prob),
+in ``mode="clip"`` (PPO's):
 
-    loss = max(-A r, -A clip(r, lo, hi)),  and for A < 0 with dual clip c:  min(loss, -c A).
+    loss = max(-A r, -A clip(r, lo, hi)),  and for A < 0 with dual clip c:  min(loss, -c A);
+
+in ``mode="mask"`` (the trust region as a mask, as DPPO's losses use it): the
+unclipped surrogate where the ratio is inside the band, or beyond it on the
+side the advantage does not push, and nothing (no loss, no gradient) where it
+left the band the way the advantage pushes it:
+
+    loss = -A r,  or 0 where A > 0 and r > hi, or A < 0 and r < lo;  dual clip as above.
+
+The two modes' gradients are the same token by token: the clip zeroes the
+gradient exactly where the mask drops the token. They differ in the loss
+value of the dropped tokens (0 against the clipped -A clip(r, lo, hi)).
 
 Aggregation is verl's ``agg_loss`` on one data-parallel rank, every
 ``loss_agg_mode`` (fully masked rows count in no sequence mean), with the mask
@@ -25,6 +37,11 @@ import torch
 
 from .rules import Band, ClipHigher
 
+#: how the band bounds the surrogate (see the module docstring)
+LOSS_MODES = ("clip", "mask")
+#: which policy a plug-in takes the band around: the old (proximal) one, or
+#: the rollout engine's where the trainer has its log-probabilities
+ANCHORS = ("old", "rollout")
 LOSS_AGG_MODES = ("token-mean", "token-sum", "seq-mean-token-sum", "seq-mean-token-mean",
                   "seq-mean-token-sum-norm")
 #: verl's clamp of the log-ratio before exp, for stability
@@ -48,13 +65,17 @@ class PolicyLossConfig:
     loss_agg_mode : one of ``LOSS_AGG_MODES`` (verl's names)
     dual_clip : the dual-clip constant c > 1 for negative advantages, or None
         (verl's default is 3; the paper's runs use 10)
+    mode : one of ``LOSS_MODES``: ``"clip"`` (PPO's clipped surrogate) or
+        ``"mask"`` (the unclipped surrogate inside the band, nothing beyond it)
     """
 
     rule: object = dataclasses.field(default_factory=Band)
     loss_agg_mode: str = "token-mean"
     dual_clip: float | None = None
+    mode: str = "clip"
 
     def __post_init__(self):
+        check_mode(self.mode)
         if self.loss_agg_mode not in LOSS_AGG_MODES:
             raise ValueError(f"loss_agg_mode must be one of {LOSS_AGG_MODES} "
                              f"(got {self.loss_agg_mode!r})")
@@ -66,6 +87,20 @@ class PolicyLossConfig:
             raise ValueError(f"dual_clip must be > 1 or None (got {self.dual_clip})")
         if not hasattr(self.rule, "bounds"):
             raise TypeError(f"rule must have a bounds(old_log_prob) method (got {self.rule!r})")
+
+
+def check_mode(mode) -> str:
+    """``mode`` if it is one of :data:`LOSS_MODES`, else ValueError."""
+    if mode not in LOSS_MODES:
+        raise ValueError(f"mode must be one of {LOSS_MODES} (got {mode!r})")
+    return mode
+
+
+def check_anchor(anchor) -> str:
+    """``anchor`` if it is one of :data:`ANCHORS`, else ValueError."""
+    if anchor not in ANCHORS:
+        raise ValueError(f"band_anchor must be one of {ANCHORS} (got {anchor!r})")
+    return anchor
 
 
 def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:
@@ -142,11 +177,12 @@ class LossTerms:
     dual_clip: float | None
 
     # metrics: no gradient (a context, not a decorator, which dynamo cannot trace)
-    def clip_metrics(self, mask: torch.Tensor) -> dict:
-        """:func:`clip_metrics` of these terms."""
+    def clip_metrics(self, mask: torch.Tensor, fixed: tuple[float, float] | None = None) -> dict:
+        """:func:`clip_metrics` of these terms (``fixed``: the trainer's own
+        interval, for the clip fractions it would have had)."""
         with torch.no_grad():
             return clip_metrics(self.ratio, self.advantages, mask, self.old_log_prob,
-                                self.lower, self.upper)
+                                self.lower, self.upper, fixed)
 
     def dual_clip_fraction(self, mask: torch.Tensor) -> torch.Tensor:
         """Share of tokens where the dual clip binds: A < 0 and max(r, lower) > c."""
@@ -163,14 +199,23 @@ class LossTerms:
 
 
 def loss_terms(log_prob, old_log_prob, advantages, response_mask, rule,
-               dual_clip: float | None = None) -> LossTerms:
-    """Per token, the clipped surrogate of ``rule`` (a clipping rule or
+               dual_clip: float | None = None, mode: str = "clip",
+               rollout_log_prob: torch.Tensor | None = None) -> LossTerms:
+    """Per token, the surrogate of ``rule`` (a clipping rule or
     :class:`bandsolve.torch.BandSettings`), before aggregation:
 
         old        = old_log_prob, 0 where the mask is 0 (padding never matters)
         lo, hi     = rule.bounds(old)
         r          = exp(clamp(log_prob - old, -20, 20))
         pg_loss    = max(-A r, -A clip(r, lo, hi)),  and for A < 0: min(pg_loss, -c A)
+                     (mode "clip": :func:`clipped_surrogate`; mode "mask":
+                     :func:`masked_surrogate`)
+
+    With ``rollout_log_prob`` (the rollout engine's log-probabilities of the
+    same tokens) the band is taken around the rollout policy instead
+    (:func:`rollout_anchored`): [lo, hi] bound pi / pi_rollout, and are
+    written as bounds on the trainer's r = pi / pi_old, so that the
+    trainer's own ratio and importance correction stay as they are.
 
     The bounds are cast to the ratio's dtype, so that the loss keeps the
     trainer's precision. One masked copy of the old log-probabilities serves
@@ -179,11 +224,16 @@ def loss_terms(log_prob, old_log_prob, advantages, response_mask, rule,
     valid = response_mask.bool()
     old_log_prob = torch.where(valid, old_log_prob, torch.zeros_like(old_log_prob))
     advantages = torch.where(valid, advantages, torch.zeros_like(advantages))
-    lower, upper = rule.bounds(old_log_prob)
     log_ratio = torch.clamp(log_prob - old_log_prob, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
     ratio = torch.exp(log_ratio)
-    lower, upper = lower.to(ratio.dtype), upper.to(ratio.dtype)
-    pg_losses = clipped_surrogate(ratio, advantages, lower, upper, dual_clip)
+    if rollout_log_prob is None:
+        lower, upper = rule.bounds(old_log_prob)
+        lower, upper = lower.to(ratio.dtype), upper.to(ratio.dtype)
+    else:
+        rollout = torch.where(valid, rollout_log_prob, torch.zeros_like(rollout_log_prob))
+        lower, upper = rollout_anchored(rule.bounds(rollout), old_log_prob, rollout, ratio.dtype)
+    surrogate = masked_surrogate if check_mode(mode) == "mask" else clipped_surrogate
+    pg_losses = surrogate(ratio, advantages, lower, upper, dual_clip)
     return LossTerms(pg_losses=pg_losses, ratio=ratio, log_ratio=log_ratio, lower=lower,
                      upper=upper, old_log_prob=old_log_prob, advantages=advantages,
                      dual_clip=dual_clip)
@@ -199,7 +249,7 @@ def policy_loss(log_prob, old_log_prob, advantages, response_mask, config=Policy
     """
     _check(log_prob, old_log_prob, advantages, response_mask)
     terms = loss_terms(log_prob, old_log_prob, advantages, response_mask, config.rule,
-                       config.dual_clip)
+                       config.dual_clip, config.mode)
     loss = aggregate(terms.pg_losses, response_mask, config.loss_agg_mode)
     return loss, terms.clip_metrics(response_mask)
 
@@ -216,10 +266,55 @@ def clipped_surrogate(ratio, advantages, lower, upper, dual_clip=None):
     return pg_losses
 
 
-def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper):
-    """Clip fractions (where the clip zeroes the gradient) overall and by p bucket,
-    the share of tokens whose band is wider than Clip-Higher's, and band widths
-    by p bucket; 0-d tensors."""
+def rollout_anchored(bounds, old_log_prob, rollout_log_prob, dtype=None):
+    """The band of the rollout probabilities as bounds on the trainer's ratio.
+
+    ``bounds`` = (lo, hi), the band of ``rollout_log_prob``: bounds on
+    pi / pi_rollout. Since pi / pi_rollout = r pi_old / pi_rollout, the token
+    leaves that band exactly where r = pi / pi_old leaves
+
+        [lo w, hi w],   w = pi_rollout / pi_old = exp(rollout_log_prob - old_log_prob)
+
+    (the log-ratio clamped to [-20, 20], as the trainers clamp theirs), which
+    this returns, in ``dtype`` (default: the bounds'). No gradient."""
+    with torch.no_grad():
+        lower, upper = bounds
+        dtype = lower.dtype if dtype is None else dtype
+        shift = torch.exp(torch.clamp(rollout_log_prob.detach() - old_log_prob.detach(),
+                                      -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)).to(dtype)
+        return lower.to(dtype) * shift, upper.to(dtype) * shift
+
+
+def masked_surrogate(ratio, advantages, lower, upper, dual_clip=None):
+    """Per-token loss: -A r where the ratio is inside [lower, upper] or beyond
+    it on the side A does not push, 0 (and no gradient) where A > 0 and
+    r > upper, or A < 0 and r < lower; for A < 0 with a dual clip c, at most -c A."""
+    outside = ((advantages > 0) & (ratio > upper)) | ((advantages < 0) & (ratio < lower))
+    pg_losses = torch.where(outside, torch.zeros_like(ratio), -advantages * ratio)
+    if dual_clip is not None:
+        pg_losses = torch.where(advantages < 0, torch.minimum(pg_losses, -advantages * dual_clip),
+                                pg_losses)
+    return pg_losses
+
+
+def host_metrics(metrics: dict) -> dict:
+    """0-d tensor metrics as Python floats, read from the device at once: one
+    device-to-host copy (one synchronisation) for all of them, where a
+    trainer's logging takes host numbers (verl's ``Metric`` calls ``.item()``
+    on each tensor it is given, SkyRL's reductions take floats)."""
+    if not metrics:
+        return {}
+    values = torch.stack([v.detach().to(torch.float64).reshape(()) for v in metrics.values()])
+    return dict(zip(metrics, values.tolist()))
+
+
+def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper, fixed=None):
+    """Clip fractions (where the clip zeroes the gradient: where the mask drops
+    the token) overall and by p bucket, the share of tokens whose band is wider
+    than Clip-Higher's, and band widths by p bucket; 0-d tensors. With
+    ``fixed`` = (lo, hi), a trainer's own fixed interval: its clip fractions
+    on the same ratios (``fixed_clipfrac_upper``, ``fixed_clipfrac_lower``),
+    what the run would have clipped without the band."""
     clipped_high = (ratio > upper) & (advantages > 0)
     clipped_low = (ratio < lower) & (advantages < 0)
     width = upper - lower
@@ -229,6 +324,9 @@ def clip_metrics(ratio, advantages, mask, old_log_prob, lower, upper):
         "ratio_mean": masked_mean(ratio, mask),
         "wider_than_clip_higher": masked_mean(width > _CLIP_HIGHER_WIDTH, mask),
     }
+    if fixed is not None:
+        metrics["fixed_clipfrac_upper"] = masked_mean((ratio > fixed[1]) & (advantages > 0), mask)
+        metrics["fixed_clipfrac_lower"] = masked_mean((ratio < fixed[0]) & (advantages < 0), mask)
     p = old_log_prob.exp()
     for name, low, high in P_BUCKETS:
         in_bucket = mask.bool() & (p >= low) & (p < high)

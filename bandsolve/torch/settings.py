@@ -89,6 +89,14 @@ class BandConfigKeys:
         Check old log-probabilities for NaN and +inf: on a GPU a device-side
         assertion with no synchronisation, on the CPU a ValueError
         (``validate=True`` of :func:`bandsolve.torch.band_from_logp`).
+    ``band_mode`` ("clip")
+        "clip" (PPO's clipped surrogate) or "mask" (the unclipped surrogate
+        inside the band, nothing beyond it): ``mode`` of
+        :func:`bandsolve.torch.loss_terms`.
+    ``band_anchor`` ("old")
+        "old" (the band around the old log-probabilities) or "rollout"
+        (around the rollout engine's, where the trainer hands them over:
+        :func:`bandsolve.torch.rollout_anchored`).
     """
 
     band_delta: float = BandSettings.delta
@@ -96,6 +104,8 @@ class BandConfigKeys:
     band_max_ratio: Optional[float] = BandSettings.max_ratio  # noqa: UP045
     band_dual_clip: bool = True
     band_validate: bool = True
+    band_mode: str = "clip"
+    band_anchor: str = "old"
 
 
 def settings_from_keys(read) -> BandSettings:

@@ -8,12 +8,20 @@ whose advantages went through SkyRL's loss-reduction pre-scaling. It prints the
 loss and the band metrics, and exits non-zero if SkyRL did not resolve
 bandsolve's loss.
 
+Then it trains a tiny random causal LM (built here, no download) for a few
+GRPO rounds through the same loss, four optimizer steps per rollout batch (as
+``trainer.update_epochs_per_batch=4`` gives), so that the policy moves between
+rollout and loss and the clip binds; it prints the band's clip fraction beside
+the one SkyRL's fixed [1 - eps_clip_low, 1 + eps_clip_high] would have had on
+the same ratios (``band/fixed_clipfrac_*``).
+
     python examples/skyrl/dry_run_cpu.py
 """
 
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import torch
 from skyrl.backends.skyrl_train.utils.ppo_utils import (
@@ -21,9 +29,40 @@ from skyrl.backends.skyrl_train.utils.ppo_utils import (
     apply_loss_reduction_to_advantages_minibatch,
 )
 
-import bandsolve.torch.skyrl as plugin
+import bandsolve.integrations.skyrl as plugin
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
+
+from tiny_lm import PROMPTS, clip_line, response_log_probs, train  # noqa: E402
+
+
+def skyrl_batch(algorithm):
+    """train()'s batches as SkyRL's trainer hands them to the loss: the old
+    log-probabilities, the loss mask, and the advantages after SkyRL's
+    loss-reduction pre-scaling."""
+    def prepare(model, pairs, advantages):
+        with torch.no_grad():
+            old = response_log_probs(model, pairs)
+        mask = torch.ones_like(old)
+        scaled = apply_loss_reduction_to_advantages_minibatch(
+            advantages=advantages[:, None].expand_as(old).clone(), loss_mask=mask,
+            loss_reduction=algorithm.loss_reduction, micro_batch_size=len(pairs),
+            max_seq_len=algorithm.max_seq_len,
+            prompt_boundaries=[(6 * i, 6 * i + 6) for i in range(len(PROMPTS))])
+        return pairs, old, mask, scaled
+    return prepare
+
+
+def loss_step(loss_fn, algorithm):
+    """One of train()'s steps: the registered loss, called as SkyRL's worker calls it."""
+    def step(model, batch):
+        pairs, old, mask, advantages = batch
+        loss, metrics = loss_fn(response_log_probs(model, pairs), old, advantages,
+                                config=algorithm, loss_mask=mask)
+        return (loss, metrics["band/clipfrac_upper"] + metrics["band/clipfrac_lower"],
+                metrics["band/fixed_clipfrac_upper"] + metrics["band/fixed_clipfrac_lower"])
+    return step
 
 
 def main() -> None:
@@ -54,6 +93,11 @@ def main() -> None:
     print(f"loss = {float(loss):.6f}, |grad| = {float(log_probs.grad.norm()):.6f}")
     for key in sorted(metrics):
         print(f"  {key} = {float(metrics[key]):.4f}")
+
+    steps, band, fixed = train(skyrl_batch(algorithm), loss_step(loss_fn, algorithm))
+    print(clip_line(steps, algorithm.band_divergence, algorithm.band_delta, band,
+                    f"SkyRL's fixed [{1 - algorithm.eps_clip_low:g}, "
+                    f"{1 + algorithm.eps_clip_high:g}]", fixed))
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 #   pip install ".[skyrl]"          (from a bandsolve checkout or wheel)
 # and GSM8K in SkyRL's parquet format ($DATA, from SkyRL's gsm8k example).
 #
-# trainer.override_entrypoint=bandsolve.torch.skyrl imports the plug-in before Ray
+# trainer.override_entrypoint=bandsolve.integrations.skyrl imports the plug-in before Ray
 # starts and adds the band keys to SkyRL's strict config. The band's settings are
 # the lines of bandpo_overrides.txt, which dry_run_cpu.py checks on a CPU.
 set -euo pipefail
@@ -18,7 +18,7 @@ GPUS="${GPUS:-1}"
 mapfile -t BAND < <(grep -v '^\s*$' "$HERE/bandpo_overrides.txt")
 
 python3 -m skyrl.train.entrypoints.main_base \
-    trainer.override_entrypoint=bandsolve.torch.skyrl \
+    trainer.override_entrypoint=bandsolve.integrations.skyrl \
     data.train_data="['$DATA/train.parquet']" \
     data.val_data="['$DATA/validation.parquet']" \
     trainer.policy.model.path="$MODEL" \

@@ -7,12 +7,20 @@ runs verl's ``ppo_loss`` (the function verl 0.9's actor calls) on a random
 jagged batch, as verl's engine hands it over. It prints the loss and the band
 metrics, and exits non-zero if verl did not run bandsolve's loss.
 
+Then it trains a tiny random causal LM (built here, no download) for a few
+GRPO rounds through the same ``ppo_loss``, four optimizer steps per rollout
+batch (as ``ppo_epochs=4`` or mini-batches below the batch give), so that the
+policy moves between rollout and loss and the clip binds; it prints the band's
+clip fraction beside the one verl's fixed [1 - clip_ratio_low, 1 +
+clip_ratio_high] would have had on the same ratios (``actor/band/fixed_clipfrac_*``).
+
     python examples/verl/dry_run_cpu.py
 """
 
 from __future__ import annotations
 
 import pathlib
+import sys
 
 import torch
 import verl
@@ -24,6 +32,9 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
 HERE = pathlib.Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # examples/tiny_lm.py
+
+from tiny_lm import clip_line, train  # noqa: E402
 
 
 def actor_config():
@@ -74,10 +85,60 @@ def random_batch(generator, n=4, vocab=32):
     return data, jagged(full, torch.float64)
 
 
+def engine_log_probs(model, seqs):
+    """verl's engine output: log p(x[t+1] | x[:t+1]) at every position, jagged."""
+    lens = [len(s) for s in seqs]
+    ids = torch.zeros(len(seqs), max(lens), dtype=torch.long)
+    for i, s in enumerate(seqs):
+        ids[i, :len(s)] = torch.as_tensor(s)
+    logp = torch.log_softmax(model(input_ids=ids).logits, dim=-1)
+    flat = torch.cat([logp[i, :n] for i, n in enumerate(lens)])
+    labels = torch.roll(torch.cat([torch.as_tensor(s) for s in seqs]), shifts=-1, dims=0)
+    values = flat.gather(-1, labels[:, None]).squeeze(-1)
+    offsets = torch.cumsum(torch.tensor([0, *lens]), 0)
+    return torch.nested.nested_tensor_from_jagged(values, offsets)
+
+
+def batch_of(model, pairs, advantages):
+    """(the sequences, the TensorDict verl's trainer hands ppo_loss) of one
+    rollout batch, the old log-probabilities from the model as it is."""
+    seqs = [p + r for p, r in pairs]
+    with torch.no_grad():
+        old = engine_log_probs(model, seqs).values()
+    offsets = torch.cumsum(torch.tensor([0, *map(len, seqs)]), 0)
+    old_rows = [old[offsets[i + 1] - len(r) - 1:offsets[i + 1] - 1]
+                for i, (_, r) in enumerate(pairs)]
+    data = TensorDict({
+        "prompts": jagged([p for p, _ in pairs], torch.long),
+        "responses": jagged([r for _, r in pairs], torch.long),
+        "input_ids": jagged(seqs, torch.long),
+        "response_mask": jagged([[1] * len(r) for _, r in pairs], torch.long),
+        "old_log_probs": jagged([o.tolist() for o in old_rows], torch.float32),
+        "advantages": jagged([[float(a)] * len(r) for a, (_, r) in zip(advantages, pairs)],
+                             torch.float32),
+    }, batch_size=[len(pairs)])
+    data["loss_mask"] = data["response_mask"]
+    tu.assign_non_tensor(data, dp_size=1, batch_num_tokens=sum(len(r) for _, r in pairs),
+                         global_batch_size=len(pairs))
+    return seqs, data
+
+
+def ppo_step(actor):
+    """One of train()'s steps: verl's ppo_loss with this actor config."""
+    def step(model, batch):
+        seqs, data = batch
+        loss, metrics = ppo_loss(actor, {"log_probs": engine_log_probs(model, seqs)}, data)
+        value = {k: float(v.aggregate() if hasattr(v, "aggregate") else v)
+                 for k, v in metrics.items() if "clipfrac" in k}
+        return (loss, value["actor/band/clipfrac_upper"] + value["actor/band/clipfrac_lower"],
+                value["actor/band/fixed_clipfrac_upper"] + value["actor/band/fixed_clipfrac_lower"])
+    return step
+
+
 def main() -> None:
     actor = actor_config()
     loss_fn = get_policy_loss_fn(actor.policy_loss.loss_mode)
-    from bandsolve.torch.verl import compute_policy_loss_bandpo
+    from bandsolve.integrations.verl import compute_policy_loss_bandpo
 
     if loss_fn is not compute_policy_loss_bandpo:
         raise SystemExit(f"verl resolved {actor.policy_loss.loss_mode!r} to {loss_fn}, "
@@ -93,6 +154,11 @@ def main() -> None:
             value = metrics[key]
             value = value.aggregate() if hasattr(value, "aggregate") else value  # verl's Metric
             print(f"  {key} = {float(value):.4f}")
+
+    steps, band, fixed = train(batch_of, ppo_step(actor))
+    print(clip_line(steps, actor.policy_loss.band_divergence, actor.policy_loss.band_delta, band,
+                    f"verl's fixed [{1 - actor.clip_ratio_low:g}, {1 + actor.clip_ratio_high:g}]",
+                    fixed))
 
 
 if __name__ == "__main__":
