@@ -19,13 +19,21 @@ import math
 import numpy as np
 import torch
 
-from .. import _validate, api
+from .. import api
 from .. import table as _table
-from ..divergences import DivergenceLike, get_divergence
+from ..divergences import DivergenceLike
 from ..table.data import DEGREE, INTERVALS_PER_SIGN
 from .device_table import BandTable, PackedTable, TensorBounds, evaluate_packed
 from .out import check_out, write_into
-from .validation import Validate, check_values, compute_dtype, invalid, validation_mode
+from .validation import (
+                         BandArguments,
+                         Validate,
+                         band_arguments,
+                         check_values,
+                         compute_dtype,
+                         invalid,
+                         validation_mode,
+)
 
 __all__ = ["band", "band_from_logp"]
 
@@ -57,24 +65,12 @@ def _device_table(divergence, delta: float, max_ratio: float, device: torch.devi
 
 
 @torch.compiler.assume_constant_result
-def _checked_arguments(delta, divergence, max_ratio):
-    """(divergence key, delta, cap) after the checks of the numpy API.
-
-    The key is the registry name where ``divergence`` is registered (so the
-    custom op below can carry it), else the Divergence itself. Marked
-    constant for torch.compile: it depends on Python values only.
-    """
-    div = get_divergence(divergence)
-    delta_arr = _validate.check_delta(delta)
-    if delta_arr.ndim != 0:
-        raise ValueError("bandsolve.torch takes one delta per call (a float); for "
-                         "per-element deltas use the numpy API bandsolve.band")
-    cap = float(_validate.check_max_ratio(max_ratio))
-    try:
-        key = div.name if get_divergence(div.name) == div else div
-    except ValueError:
-        key = div
-    return key, float(delta_arr), cap
+def _traced_arguments(delta, divergence, max_ratio):
+    """(divergence key, delta, cap) of :func:`band_arguments`, for a traced call
+    with a divergence that is not a name; marked constant for torch.compile
+    (it depends on Python values only)."""
+    arguments = band_arguments(delta, divergence, max_ratio)
+    return arguments.divergence, arguments.delta, arguments.max_ratio
 
 
 def _delta_tensor(delta) -> torch.Tensor:
@@ -91,22 +87,30 @@ def _host_value(delta: torch.Tensor) -> float:
     return float(delta.numpy())
 
 
+def _arguments_at_run_time(delta: torch.Tensor, divergence: str, max_ratio: float
+                           ) -> BandArguments:
+    """The custom ops' arguments, checked when the op runs: traced, they
+    arrive unchecked (a delta may be a symbolic float there, which no host
+    check can read), and are checked here with the numpy API's messages
+    (once per distinct value: :func:`band_arguments`)."""
+    return band_arguments(_host_value(delta), divergence,
+                          None if max_ratio == math.inf else max_ratio)
+
+
 @torch.library.custom_op("bandsolve::band", mutates_args=())
 def _band_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: float,
              from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
-    host work the compiler must not see. Under the compiler the arguments
-    arrive unchecked (a delta may be a symbolic float there), so the op checks
-    them itself, at run time, with the numpy API's messages. Outputs are
-    contiguous whatever the input's layout, as the fake kernel says.
+    host work the compiler must not see. Eager calls do not go through it.
+    Outputs are contiguous whatever the input's layout, as the fake kernel
+    says.
 
     delta comes as a 0-dim float64 CPU tensor, as for ``bandsolve::band_table``:
     as a float, it made a compiled float64 call recompile for every new delta
     of a schedule (about 1 s each)."""
-    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
-                                               None if max_ratio == math.inf else max_ratio)
-    lower, upper = _evaluate(x, delta, key, max_ratio, from_logp, validate)
+    lower, upper = _evaluate(x, _arguments_at_run_time(delta, divergence, max_ratio),
+                             from_logp, validate)
     return lower.contiguous(), upper.contiguous()
 
 
@@ -125,9 +129,7 @@ def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: 
     delta comes as a 0-dim float64 CPU tensor: a float argument of a custom
     op makes inductor specialise the graph on its value, one recompile per
     new delta of a schedule (1-10 s for the fused kernel); a tensor does not."""
-    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
-                                               None if max_ratio == math.inf else max_ratio)
-    table = _device_table(key, delta, max_ratio, x.device)
+    table = _table_of(_arguments_at_run_time(delta, divergence, max_ratio), x.device)
     dtype = table._prepare(x, validate, from_logp)  # type: ignore[arg-type]  # a mode
     coefficients, scalars, two_sided = table._packed[dtype].clone()
     return coefficients, scalars, two_sided
@@ -140,16 +142,21 @@ def _table_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
             x.new_empty((6,), dtype=dtype), x.new_empty((2,), dtype=torch.int64))
 
 
-def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
-    """float64 on the CPU: the numpy core itself, on the tensor's memory;
-    everything else: the device table."""
+def _table_of(arguments: BandArguments, device: torch.device) -> BandTable:
+    return _device_table(arguments.divergence, arguments.delta, arguments.max_ratio, device)
+
+
+def _evaluate(x, arguments: BandArguments, from_logp: bool, validate: str):
+    """The band of checked arguments (trusted), with the value checks of
+    ``validate``: float64 on the CPU is the numpy core itself, on the
+    tensor's memory; everything else the device table."""
     if x.dtype == torch.float64 and x.device.type == "cpu":
-        return _numpy_core(x, delta, divergence, max_ratio, from_logp, validate)
-    table = _device_table(divergence, delta, max_ratio, x.device)
+        return _numpy_core(x, arguments, from_logp, validate)
+    table = _table_of(arguments, x.device)
     return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
 
 
-def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
+def _numpy_core(x, arguments: BandArguments, from_logp, validate):
     # the torch messages, as on every other path
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
     values = x.detach().contiguous().numpy()
@@ -160,8 +167,8 @@ def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
     if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
         values = np.where(is_invalid, 0.0 if from_logp else 0.5, values)
     solve = api.band_from_logp if from_logp else api.band
-    lower, upper = solve(values, delta, divergence,
-                         max_ratio=None if max_ratio == math.inf else max_ratio)
+    lower, upper = solve(values, arguments.delta, arguments.divergence,
+                         max_ratio=arguments.cap)
     if any_invalid:
         lower[is_invalid] = np.nan
         upper[is_invalid] = np.nan
@@ -181,20 +188,20 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     return (x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape, dtype=dtype))
 
 
-def _built_in(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+def _traced(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+    """The band inside a compiled region: arguments unchecked (the ops check
+    them when they run). float64 on the CPU is the numpy core, through the op
+    ``bandsolve::band``; elsewhere the table is fetched by one opaque op and
+    evaluated in the graph, where it fuses with the caller's code as a
+    BandTable called there does."""
     delta_tensor = _delta_tensor(delta)
-    if (x.dtype == torch.float64 and x.device.type == "cpu") \
-            or not torch.compiler.is_compiling():
-        # eager, one op (the table's evaluation inside it runs fused on the
-        # CPU); float64 on the CPU is the numpy core, compiled or not
+    if x.dtype == torch.float64 and x.device.type == "cpu":
         return _band_op(x, delta_tensor, divergence, cap, from_logp, mode)
-    # compiled: the table fetched by one opaque op, evaluated in the graph,
-    # where it fuses with the caller's code as a BandTable called there does
     table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
     return evaluate_packed(x, table, from_logp)
 
 
-def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
+def _check_input(x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
     if x.layout != torch.strided:
@@ -207,25 +214,32 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
                          "move it to a real device first (bounds cannot be computed from a "
                          "shape)")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
+
+
+def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
+    _check_input(x)
     mode = validation_mode(validate)
-    if torch.compiler.is_compiling() and isinstance(divergence, str):
+    if torch.compiler.is_compiling():
+        if not isinstance(divergence, str):
+            key, delta, cap = _traced_arguments(delta, divergence, max_ratio)
+            if not isinstance(key, str):
+                # the host solve of a user's numba generator cannot be traced:
+                # say so, rather than let dynamo fail inside numpy
+                raise TypeError(
+                    f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
+                    "torch.compile, build a table for it outside the compiled function "
+                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
+                    "table inside, or call bandsolve.torch outside the compiled region")
+            return _traced(x.detach(), delta, key, cap, from_logp, mode)
         # traced: delta may be a symbolic float (a schedule of deltas makes
         # dynamo generalise it after the first recompile), which no host
         # check can read; the op checks its arguments when it runs
-        return _built_in(x.detach(), delta, divergence,
-                         math.inf if max_ratio is None else max_ratio, from_logp, mode)
-    key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
-    if isinstance(key, str):
-        return _built_in(x.detach(), delta, key, cap, from_logp, mode)
-    if torch.compiler.is_compiling():
-        # the host solve of a user's numba generator cannot be traced: say so,
-        # rather than let dynamo fail inside numpy
-        raise TypeError(
-            f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
-            "torch.compile, build a table for it outside the compiled function "
-            "(bandsolve.torch.BandTable.build(divergence, delta)) and call the table "
-            "inside, or call bandsolve.torch outside the compiled region")
-    return _evaluate_eagerly(x, delta, key, cap, from_logp, mode)  # a user-defined Divergence
+        return _traced(x.detach(), delta, divergence,
+                       math.inf if max_ratio is None else max_ratio, from_logp, mode)
+    arguments = band_arguments(delta, divergence, max_ratio)
+    if isinstance(arguments.divergence, str):
+        return _evaluate(x.detach(), arguments, from_logp, mode)
+    return _evaluate_eagerly(x.detach(), arguments, from_logp, mode)  # a user-defined Divergence
 
 
 def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,

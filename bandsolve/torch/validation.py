@@ -1,22 +1,89 @@
-"""Checks of tensor input: the compute dtype, the ``validate`` modes, and the
-value checks (NaN, +inf, outside [-inf, 0] or [0, 1]) run on the device."""
+"""Checks of a band call: its arguments (:class:`BandArguments`, checked
+once), the compute dtype, the ``validate`` modes, and the value checks (NaN,
++inf, outside [-inf, 0] or [0, 1]) run on the device."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
+import numbers
 from typing import Literal
 
 import numpy as np
 import torch
 
+from .. import _validate
+from ..divergences import get_divergence
+
 #: What ``validate`` accepts: True (sync on the CPU, async elsewhere), False,
 #: "sync" or "async"
 Validate = bool | Literal["sync", "async"]
 
-__all__ = ["Validate", "compute_dtype", "validation_mode", "check_values", "invalid",
-           "old_log_prob_for_band"]
+__all__ = ["Validate", "BandArguments", "band_arguments", "compute_dtype", "validation_mode",
+           "check_values", "invalid", "old_log_prob_for_band"]
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class BandArguments:
+    """delta, divergence and max_ratio of a band call, checked as
+    :func:`bandsolve.band` checks them: what the private evaluation trusts.
+
+    ``divergence`` is the registry name where the divergence is registered
+    (so that a custom op can carry it), else the Divergence itself;
+    ``max_ratio`` is inf for no cap."""
+
+    divergence: object
+    delta: float
+    max_ratio: float
+
+    @property
+    def cap(self) -> float | None:
+        """max_ratio as the numpy API takes it: None for no cap."""
+        return None if self.max_ratio == math.inf else self.max_ratio
+
+
+def _checked(delta, divergence, max_ratio) -> BandArguments:
+    div = get_divergence(divergence)
+    delta_arr = _validate.check_delta(delta)
+    if delta_arr.ndim != 0:
+        raise ValueError("bandsolve.torch takes one delta per call (a float); for "
+                         "per-element deltas use the numpy API bandsolve.band")
+    cap = float(_validate.check_max_ratio(max_ratio))
+    try:
+        key = div.name if get_divergence(div.name) == div else div
+    except ValueError:
+        key = div
+    return BandArguments(key, float(delta_arr), cap)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_once(delta, delta_type, divergence, max_ratio, max_ratio_type) -> BandArguments:
+    return _checked(delta, divergence, max_ratio)
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def band_arguments(delta, divergence, max_ratio) -> BandArguments:
+    """The checked arguments; TypeError or ValueError as :func:`bandsolve.band`.
+
+    Arguments are checked once: the result for scalar ones is kept (256
+    entries), so that a settings object, which checks them when it is built
+    (:class:`~bandsolve.torch.BandSettings`), and every call it makes, or a
+    trainer's call with the same delta every step, find them checked (a
+    dictionary lookup) instead of checking them again. The key holds the
+    types, so that True is not taken for 1."""
+    if _scalar(delta) and (max_ratio is None or _scalar(max_ratio)):
+        try:
+            return _checked_once(delta, type(delta), divergence, max_ratio, type(max_ratio))
+        except TypeError as exc:  # an unhashable divergence: checked, not kept
+            if "unhashable" not in str(exc):
+                raise
+    return _checked(delta, divergence, max_ratio)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
