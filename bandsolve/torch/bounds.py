@@ -153,7 +153,8 @@ def _evaluate(x, arguments: BandArguments, from_logp: bool, validate: str):
     if x.dtype == torch.float64 and x.device.type == "cpu":
         return _numpy_core(x, arguments, from_logp, validate)
     table = _table_of(arguments, x.device)
-    return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
+    mode: Validate = validate  # type: ignore[assignment]  # a mode, which the table reads too
+    return table(x, validate=mode) if from_logp else table.from_p(x, validate=mode)
 
 
 def _numpy_core(x, arguments: BandArguments, from_logp, validate):

@@ -73,7 +73,7 @@ class BandSettings:
         # the values are checked (and clamped to <= 0): the band need not
         # look at them again, but for "sync", where a float64 table off the
         # CPU also reads back whether they lie where it is certified
-        checked = "sync" if validation_mode(self.validate) == "sync" else False
+        checked: Validate = "sync" if validation_mode(self.validate) == "sync" else False
         return band_from_logp(old, self.delta, self.divergence, max_ratio=self.max_ratio,
                               validate=checked)
 

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from .. import _validate
-from ..divergences import get_divergence
+from ..divergences import DivergenceLike, get_divergence
 
 #: What ``validate`` accepts: True (sync on the CPU, async elsewhere), False,
 #: "sync" or "async"
@@ -35,7 +35,7 @@ class BandArguments:
     (so that a custom op can carry it), else the Divergence itself;
     ``max_ratio`` is inf for no cap."""
 
-    divergence: object
+    divergence: DivergenceLike
     delta: float
     max_ratio: float
 
@@ -60,7 +60,7 @@ def _checked(delta, divergence, max_ratio) -> BandArguments:
 
 
 @functools.lru_cache(maxsize=256)
-def _checked_once(delta, delta_type, divergence, max_ratio, max_ratio_type) -> BandArguments:
+def _checked_once(delta, divergence, max_ratio) -> BandArguments:
     return _checked(delta, divergence, max_ratio)
 
 
@@ -75,11 +75,11 @@ def band_arguments(delta, divergence, max_ratio) -> BandArguments:
     entries), so that a settings object, which checks them when it is built
     (:class:`~bandsolve.torch.BandSettings`), and every call it makes, or a
     trainer's call with the same delta every step, find them checked (a
-    dictionary lookup) instead of checking them again. The key holds the
-    types, so that True is not taken for 1."""
+    dictionary lookup) instead of checking them again. Booleans are not
+    kept (True would be found as 1): they are refused, as the numpy API does."""
     if _scalar(delta) and (max_ratio is None or _scalar(max_ratio)):
         try:
-            return _checked_once(delta, type(delta), divergence, max_ratio, type(max_ratio))
+            return _checked_once(delta, divergence, max_ratio)
         except TypeError as exc:  # an unhashable divergence: checked, not kept
             if "unhashable" not in str(exc):
                 raise
