@@ -21,7 +21,8 @@ from ._kernels import _fast, _solver, _warm_start
 from ._kernels._bind import kernels_for
 from ._validate import BandRequest, check_deferred_range
 
-__all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "solve"]
+__all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "cached_fast_tables",
+           "solve"]
 
 # From this many elements with one delta, a table of starting points pays:
 # building it (8194 solves, about 1.7 ms for kl) costs about what 4096
@@ -159,6 +160,15 @@ def _fast_tables(request: BandRequest, kernels, fast):
     if fast is None and request.size >= FAST_MIN_SIZE:
         fast = BAND_TABLES.tables(request.divergence, float(request.delta[0]))
     return fast
+
+
+def cached_fast_tables(divergence, delta: float) -> _fast.FastTables | None:
+    """:data:`BAND_TABLES`' tables for one divergence and delta, where it has
+    a fast path (else None), for a caller that takes the fast path whatever
+    its batch's size (``bandsolve.torch`` for float32 and half tensors)."""
+    if not kernels_for(divergence).has_fast_path:
+        return None
+    return BAND_TABLES.tables(divergence, delta)
 
 
 def fast_tables(divergence, delta: float, warm_start: WarmStart) -> _fast.FastTables:

@@ -23,7 +23,7 @@ _PARALLEL_SCAN_MIN = 32768
 
 __all__ = ["as_real_array", "check_probability", "check_log_probability",
            "check_delta", "check_max_ratio", "check_ratio", "flat_operands", "BandRequest",
-           "band_request", "Memory", "OutKind", "check_out"]
+           "band_request", "checked_request", "Memory", "OutKind", "check_out"]
 
 
 def as_real_array(value, name: str) -> np.ndarray:
@@ -274,6 +274,19 @@ def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=Non
         check_range(x, x_arr, name)
     return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
                        ((name, x_arr), ("delta", delta_arr)), deferred)
+
+
+def checked_request(x: np.ndarray, from_logp: bool, delta: float, divergence: Divergence,
+                    max_ratio: float) -> BandRequest:
+    """A request from values and arguments its caller has checked: ``x`` a
+    contiguous float64 vector of valid p (or log p), delta and max_ratio as
+    :func:`band_request` returns them (``bandsolve.torch`` checks its tensors
+    on their device and its arguments once, and hands the numpy core the
+    result, which is then not scanned again)."""
+    name = "logp" if from_logp else "p"
+    delta_arr = np.array([delta], dtype=np.float64)
+    return BandRequest(x, from_logp, delta_arr, x.shape, divergence, max_ratio, "raise",
+                       ((name, x), ("delta", delta_arr)))
 
 
 def check_deferred_range(request: BandRequest) -> None:

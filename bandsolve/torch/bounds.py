@@ -1,14 +1,17 @@
 """The band on torch tensors: ``band`` / ``band_from_logp``, mirroring the numpy API.
 
-For one (divergence, delta, max_ratio) they build a :class:`BandTable` once on
-the host (a few thousand float64 root solves and a dense check against the
-numpy core, about 0.1 s), keep it per device and dtype, and from then on each
-call is pure tensor arithmetic (``bandsolve.torch.device_table``; eagerly on
-the CPU, one fused loop compiled on the first call). float64 on the CPU is
-the numpy core itself, on the tensor's memory. Under
-``torch.compile(fullgraph=True)`` the table is fetched by one custom op and
-evaluated in the graph, where it fuses; in CUDA graphs the hot path is a
-:class:`BandTable` built outside the captured region and called inside it.
+On the CPU they are the numpy core, on the tensor's values in float64 (for
+float64 the tensor's memory itself), eagerly and compiled alike: nothing
+compiles but the core's numba kernels, on the first call of an install.
+Elsewhere (a GPU), for one (divergence, delta, max_ratio), they build a
+:class:`BandTable` once on the host (a few thousand float64 root solves and
+a dense check against the numpy core, about 0.1 s), keep it per device, and
+from then on each call is pure tensor arithmetic
+(``bandsolve.torch.device_table``), op by op eagerly. Under
+``torch.compile(fullgraph=True)`` the CPU's core is one custom op, and off
+the CPU the table is fetched by one custom op and evaluated in the graph,
+where it fuses; in CUDA graphs the hot path is a :class:`BandTable` built
+outside the captured region and called inside it.
 """
 
 from __future__ import annotations
@@ -19,15 +22,16 @@ import math
 import numpy as np
 import torch
 
-from .. import api
+from .. import _solve, _validate
 from .. import table as _table
-from ..divergences import DivergenceLike
+from ..divergences import DivergenceLike, get_divergence
 from ..table.data import DEGREE, INTERVALS_PER_SIGN
 from .device_table import BandTable, PackedTable, TensorBounds, evaluate_packed
 from .out import check_out, write_into
 from .validation import (
                          BandArguments,
                          Validate,
+                         any_invalid,
                          band_arguments,
                          check_values,
                          compute_dtype,
@@ -53,8 +57,8 @@ def _host_table(divergence, delta: float, max_ratio: float) -> _table.BandTableD
             f"bandsolve.torch cannot tabulate {data.divergence} at delta={delta!r} to its "
             f"promised accuracy (the table's certified rtol is {data.rtol:.3g}, above "
             f"{_EAGER_RTOL_LIMIT:g}; tables are certified exactly for delta from 1e-6 to 10): "
-            "use float64 tensors on the CPU or the numpy API bandsolve.band, which solve "
-            "every delta, or BandTable.build to accept this certificate")
+            "use tensors on the CPU or the numpy API bandsolve.band, which solve every "
+            "delta, or BandTable.build to accept this certificate")
     return data
 
 
@@ -148,32 +152,57 @@ def _table_of(arguments: BandArguments, device: torch.device) -> BandTable:
 
 def _evaluate(x, arguments: BandArguments, from_logp: bool, validate: str):
     """The band of checked arguments (trusted), with the value checks of
-    ``validate``: float64 on the CPU is the numpy core itself, on the
-    tensor's memory; everything else the device table."""
-    if x.dtype == torch.float64 and x.device.type == "cpu":
+    ``validate``: on the CPU the numpy core (every dtype), elsewhere the
+    device table."""
+    if x.device.type == "cpu":
         return _numpy_core(x, arguments, from_logp, validate)
     table = _table_of(arguments, x.device)
     mode: Validate = validate  # type: ignore[assignment]  # a mode, which the table reads too
     return table(x, validate=mode) if from_logp else table.from_p(x, validate=mode)
 
 
-def _numpy_core(x, arguments: BandArguments, from_logp, validate):
-    # the torch messages, as on every other path
+def _numpy_core(x, arguments: BandArguments, from_logp: bool, validate: str):
+    """The numpy core on a CPU tensor's values in float64, after the torch
+    value checks (the core trusts them: no second scan).
+
+    float64: ``bandsolve.band_from_logp`` (or ``band``) itself, on the
+    tensor's memory, bit for bit. float32 and half: the core's fast path
+    whatever the size, with the tables of ``_solve.BAND_TABLES`` (a trainer
+    calls with one delta every step), rounded to float32: to nearest, and
+    the upper bound one float32 step down where nearest rounded it up, so
+    that ``upper <= 1/p`` holds as in float64 (beyond float32's range, inf).
+    No compile but the core's numba kernels, which no batch size compiles
+    again, 1 included."""
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
-    values = x.detach().contiguous().numpy()
+    flat = x.detach().reshape(-1)
+    values = flat.to(torch.float64).contiguous().numpy()
     # only without validation (the CPU check above is synchronous: it raised)
-    is_invalid = invalid(x.detach(), from_logp).numpy() if validate == "off" \
-        else np.zeros(0, dtype=bool)
-    any_invalid = bool(is_invalid.any())
-    if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
+    is_invalid = None
+    if validate == "off" and flat.numel() and bool(any_invalid(flat, from_logp)):
+        # solve a valid stand-in, then NaN bounds, as the table gives
+        is_invalid = invalid(flat, from_logp).numpy()
         values = np.where(is_invalid, 0.0 if from_logp else 0.5, values)
-    solve = api.band_from_logp if from_logp else api.band
-    lower, upper = solve(values, arguments.delta, arguments.divergence,
-                         max_ratio=arguments.cap)
-    if any_invalid:
+    div = get_divergence(arguments.divergence)
+    request = _validate.checked_request(values, from_logp, arguments.delta, div,
+                                        arguments.max_ratio)
+    if x.dtype == torch.float64:
+        lower, upper = _solve.solve(request)
+    else:
+        lower, upper = _rounded_to_float32(
+            *_solve.solve(request, fast=_solve.cached_fast_tables(div, arguments.delta)))
+    if is_invalid is not None:
         lower[is_invalid] = np.nan
         upper[is_invalid] = np.nan
-    return torch.from_numpy(lower), torch.from_numpy(upper)
+    return torch.from_numpy(lower).view(x.shape), torch.from_numpy(upper).view(x.shape)
+
+
+def _rounded_to_float32(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):  # past float32's range: inf, as intended
+        lower32 = lower.astype(np.float32)
+        upper32 = upper.astype(np.float32)
+    rounded_up = (upper32 > upper) & np.isfinite(upper32)
+    np.nextafter(upper32, np.float32(0.0), out=upper32, where=rounded_up)
+    return lower32, upper32
 
 
 #: A user's Divergence is solved on the host (its numba generator), which
@@ -191,12 +220,12 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
 
 def _traced(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
     """The band inside a compiled region: arguments unchecked (the ops check
-    them when they run). float64 on the CPU is the numpy core, through the op
-    ``bandsolve::band``; elsewhere the table is fetched by one opaque op and
-    evaluated in the graph, where it fuses with the caller's code as a
-    BandTable called there does."""
+    them when they run). On the CPU the numpy core, as eagerly (the same
+    bits), through the op ``bandsolve::band``; elsewhere the table is fetched
+    by one opaque op and evaluated in the graph, where it fuses with the
+    caller's code as a BandTable called there does."""
     delta_tensor = _delta_tensor(delta)
-    if x.dtype == torch.float64 and x.device.type == "cpu":
+    if x.device.type == "cpu":
         return _band_op(x, delta_tensor, divergence, cap, from_logp, mode)
     table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
     return evaluate_packed(x, table, from_logp)
@@ -309,13 +338,14 @@ def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike 
         "sync" (``True`` on the CPU), NaN, +inf or log p > 0; ``out``
         of another shape or device, or sharing memory with the input or
         with each other; a delta whose table cannot be certified to
-        rtol <= 1e-5 where a table is used (float32/16 input, or float64
-        off the CPU; the certificate is exact for delta from 1e-6 to 10).
+        rtol <= 1e-5 where a table is used (off the CPU; the certificate is
+        exact for delta from 1e-6 to 10).
 
-    The first call for a (divergence, delta, max_ratio, device) builds the
-    table (about 0.1 s); later calls reuse it. On the CPU the first call of
-    a process also compiles the fused evaluation (seconds; see
-    docs/torch.md, "Eager calls on the CPU").
+    On the CPU the first call of an install compiles the numpy core's
+    kernels (numba, seconds; docs/performance.md has the measured first
+    calls), and later sizes compile nothing. Off the CPU the first call for
+    a (divergence, delta, max_ratio, device) builds the table (about 0.1 s);
+    later calls reuse it.
     """
     checked = check_out(out, logp, "logp")
     return write_into(_dispatch(logp, delta, divergence, max_ratio, True, validate), checked)

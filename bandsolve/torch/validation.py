@@ -21,7 +21,7 @@ from ..divergences import DivergenceLike, get_divergence
 Validate = bool | Literal["sync", "async"]
 
 __all__ = ["Validate", "BandArguments", "band_arguments", "compute_dtype", "validation_mode",
-           "check_values", "invalid", "old_log_prob_for_band"]
+           "check_values", "invalid", "any_invalid", "old_log_prob_for_band"]
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
 
@@ -112,7 +112,7 @@ def invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tenso
     return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
 
 
-def _any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+def any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
     """Whether :func:`invalid` holds anywhere, as a 0-dim bool tensor: one
     reduction, reading x once and writing no temporary of its size (a
     comparison, a negation and an ``any`` took three passes). NaN propagates
@@ -142,7 +142,7 @@ def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: 
     if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
-    bad = _any_invalid(v, from_logp, above)
+    bad = any_invalid(v, from_logp, above)
     expected = _expected(from_logp)
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a
