@@ -8,7 +8,8 @@ the very source numba compiles, with the very divergence forms
 kernel's, bit for bit (tests/test_interpret.py), because the operations
 are the same:
 
-* float64 arithmetic is IEEE's in both, on numpy scalars here, under
+* float64 arithmetic is IEEE's in both, on numpy scalars here (the
+  arguments, the literals and the module constants the code reads), under
   numba's error model ("numpy"): x / 0 is inf or NaN, never
   ``ZeroDivisionError`` (the kernels rely on it at u = 0 and p = 1), and no
   fused multiply-add (the templates interpreted here do not ask for
@@ -119,8 +120,21 @@ def _referenced(code) -> set:
     return names
 
 
+@functools.cache
+def _ieee_code(code: types.CodeType) -> types.CodeType:
+    """``code`` with its float literals as float64 scalars (those of the
+    functions defined inside it too): an operation of two Python floats
+    raises at 1.0 / 0.0, where numba's error model gives inf, and a literal
+    handed to a function (``f(0.0, -1.0, theta)``) would carry that into it."""
+    consts = tuple(_F64(c) if type(c) is float else _ieee_code(c) if isinstance(c, types.CodeType)
+                   else c for c in code.co_consts)
+    return code.replace(co_consts=consts)
+
+
 def _replacement(value):
     """What an interpreted function reads in place of the global ``value``."""
+    if type(value) is float:
+        return _F64(value)
     if value is math:
         return IEEE_MATH
     if value is numba.prange:
@@ -143,7 +157,8 @@ def _copy(fn, namespace: dict):
     if fn.__closure__:
         closure = tuple(types.CellType(_replacement(cell.cell_contents))
                         for cell in fn.__closure__)
-    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__, closure)
+    defaults = None if fn.__defaults__ is None else tuple(_replacement(d) for d in fn.__defaults__)
+    copy = types.FunctionType(_ieee_code(fn.__code__), namespace, fn.__name__, defaults, closure)
     copy.__doc__ = fn.__doc__
     copy.__qualname__ = fn.__qualname__
     copy.__module__ = fn.__module__
