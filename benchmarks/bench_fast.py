@@ -103,8 +103,9 @@ def fallback_share(solver, p):
     """The share of elements the fast path left to the root finder."""
     lower, upper = np.empty_like(p), np.empty_like(p)
     status = np.empty(p.size, dtype=np.int8)
-    return kernels_for(solver.divergence).band_fast(solver._tables, p, False, lower, upper,
-                                                    status) / p.size
+    flagged, _ = kernels_for(solver.divergence).band_fast(solver._tables, p, False, lower,
+                                                          upper, status)
+    return flagged / p.size
 
 
 def main(argv=None):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Any
 
 import numpy as np
@@ -115,17 +116,29 @@ class Kernels:
         self.margins_at(z, delta, x_upper, x_lower, start)
         thresholds = (self.saturation_threshold(True, delta),
                       self.saturation_threshold(False, delta))
-        return _fast.tables_from(self.divergence, delta, x_upper, x_lower, thresholds)
+        return _fast.tables_from(self.divergence, delta, x_upper, x_lower, thresholds,
+                                 self._lower_at_one(delta))
+
+    def _lower_at_one(self, delta: float) -> float:
+        """The root finder's lower bound at p = 1 (interpreted: one element)."""
+        lower, upper = np.empty(1), np.empty(1)
+        status = np.empty(1, dtype=np.int8)
+        failures = self.band_by_root(np.ones(1), False, np.array([delta]), *_NO_START,
+                                     lower, upper, status)
+        return math.nan if failures else float(lower[0])
 
     def band_fast(self, tables: _fast.FastTables, x: np.ndarray, from_logp: bool,
-                  lower: np.ndarray, upper: np.ndarray, status: np.ndarray) -> int:
+                  lower: np.ndarray, upper: np.ndarray, status: np.ndarray
+                  ) -> tuple[int, int]:
         """Both bounds by the fast path (``_fast``) at the tables' delta; fills
         ``status`` (int8: ``STATUS_OK``, or ``STATUS_UNCERTIFIED`` where the
-        root finder must recompute the element) and returns that count."""
+        root finder must recompute the element) and returns that count, and
+        the count of elements outside the domain (p not in [0, 1], log p not
+        <= 0, NaN), for the caller's deferred range check."""
         forms = self.divergence.vector_forms
         return specialise(_fast.band_fast, self.divergence, FROM_LOGP=bool(from_logp))(
-            x, tables.delta, self.divergence.parameter, forms.g_rel_error,
-            tables.upper, tables.lower, tables.edges, lower, upper, status)
+            x, tables.delta, self.divergence.parameter, forms.g_rel_error, tables.lower_at_one,
+            tables.upper, tables.lower, lower, upper, status)
 
     def saturation_threshold(self, upper: bool, delta: float) -> float:
         """The z = logit p from which the upper (lower) bound saturates

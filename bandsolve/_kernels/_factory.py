@@ -58,7 +58,7 @@ _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
 def template(signature=None, parallel=False, *, slots=(), calls=(), constants=(),
-             contract=False):
+             contract=False, inline=False):
     """Mark a function as a template that reads ``slots`` (names from
     :data:`SLOT_FIELDS`) and the compile-time ``constants`` (global names
     that :func:`specialise` binds), and calls the templates ``calls``:
@@ -73,7 +73,7 @@ def template(signature=None, parallel=False, *, slots=(), calls=(), constants=()
         raise ValueError(f"unknown template slots {sorted(unknown)}; known: {sorted(SLOT_FIELDS)}")
 
     def mark(fn):
-        fn.template_options = (signature, parallel, contract)
+        fn.template_options = (signature, parallel, contract, inline)
         fn.template_slots = frozenset(slots)
         fn.template_constants = frozenset(constants)
         fn.template_calls = tuple(calls)
@@ -168,10 +168,12 @@ def _compiled(fn, functions, constants=()):
     # divergence, constants and source version, never a neighbour's kernel
     suffix = "".join(f"[{name}={value!r}]" for name, value in constants)
     copy.__qualname__ = f"{fn.__qualname__}[{key or f'{id(copy):x}'}]{suffix}"
-    signature, parallel, contract = fn.template_options
+    signature, parallel, contract, inline = fn.template_options
     options: dict[str, object] = {"cache": key is not None}
     if contract:
         options["fastmath"] = CONTRACT
+    if inline:
+        options["inline"] = "always"
     if parallel:
         return parallel_kernel(signature, **options)(copy)
     return jit(signature, **options)(copy) if signature is not None else jit(**options)(copy)
