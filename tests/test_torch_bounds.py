@@ -2,6 +2,8 @@
 core (itself checked against mpmath) and a few mpmath points directly."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -483,3 +485,52 @@ def test_regression_user_divergence_through_torch_on_a_large_batch(readme_kl):
     ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, "kl")
     assert reference.relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
     assert reference.relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9
+
+
+_EAGER_PATHS_UNDER_W_ERROR = """
+import torch, bandsolve.torch as bt
+x = -torch.rand(5000, generator=torch.Generator().manual_seed(0)) * 10
+for logp in (x[:1], x, x.to(torch.bfloat16), x.double()):
+    bt.band_from_logp(logp, 0.05)
+    bt.band(logp.exp(), 0.05, "tv")
+bt.BandTable.build("kl", 0.05)(x)
+bt.BandSettings().bounds(x)
+cfg = bt.PolicyLossConfig(rule=bt.Band(0.05))
+new = (x + 0.1).requires_grad_()
+loss, _ = bt.policy_loss(new, x, torch.ones_like(x), torch.ones_like(x), cfg)
+loss.backward()
+print(float(bt.band(torch.tensor([0.5]), 0.05)[1][0]))
+"""
+
+
+def test_regression_warnings_as_errors_failed_the_first_eager_call(tmp_path):
+    """Issue 43: ``python -W error -c "...bt.band(torch.tensor([0.5]), 0.05)"``
+    exited 1: torch 2.13's own DeprecationWarning (torch.jit.script_method)
+    failed the fused kernel's inductor build, and the fallback's
+    RuntimeWarning was then raised. Eager calls compile nothing with inductor
+    now; every public eager path runs with warnings as errors, from an empty
+    cache (bandsolve's own warnings would still be raised)."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    out = subprocess.run([sys.executable, "-W", "error", "-c", _EAGER_PATHS_UNDER_W_ERROR],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout.split()[-1]) == pytest.approx(1.3084843, rel=1e-6)
+
+
+def test_compiled_calls_add_no_warning_of_bandsolve(tmp_path):
+    """Under torch.compile, torch 2.13 warns itself (its torch.jit.script_method
+    DeprecationWarning, raised by any compile, with or without bandsolve):
+    with that one warning let through, a compiled band raises no other."""
+    script = """
+import torch, bandsolve.torch as bt
+f = torch.compile(lambda x: bt.band_from_logp(x, 0.05), fullgraph=True)
+x = -torch.rand(100)
+assert torch.equal(f(x)[1], bt.band_from_logp(x, 0.05)[1])
+"""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    out = subprocess.run([sys.executable, "-W", "error", "-W",
+                          "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
+                          "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]

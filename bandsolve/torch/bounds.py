@@ -167,12 +167,13 @@ def _numpy_core(x, arguments: BandArguments, from_logp: bool, validate: str):
 
     float64: ``bandsolve.band_from_logp`` (or ``band``) itself, on the
     tensor's memory, bit for bit. float32 and half: the core's fast path
-    whatever the size, with the tables of ``_solve.BAND_TABLES`` (a trainer
-    calls with one delta every step), rounded to float32: to nearest, and
+    from ``_bind.INTERPRET_MAX`` elements (below, the root finder,
+    interpreted), with the tables of ``_solve.BAND_TABLES`` (a trainer calls
+    with one delta every step), rounded to float32: to nearest, and
     the upper bound one float32 step down where nearest rounded it up, so
     that ``upper <= 1/p`` holds as in float64 (beyond float32's range, inf).
-    No compile but the core's numba kernels, which no batch size compiles
-    again, 1 included."""
+    No compile but the core's numba kernels, once, which no later batch size
+    compiles again, 1 included."""
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
     flat = x.detach().reshape(-1)
     values = flat.to(torch.float64).contiguous().numpy()
@@ -188,8 +189,8 @@ def _numpy_core(x, arguments: BandArguments, from_logp: bool, validate: str):
     if x.dtype == torch.float64:
         lower, upper = _solve.solve(request)
     else:
-        lower, upper = _rounded_to_float32(
-            *_solve.solve(request, fast=_solve.cached_fast_tables(div, arguments.delta)))
+        fast = _solve.cached_fast_tables(div, arguments.delta, values.size)
+        lower, upper = _rounded_to_float32(*_solve.solve(request, fast=fast))
     if is_invalid is not None:
         lower[is_invalid] = np.nan
         upper[is_invalid] = np.nan
