@@ -125,26 +125,26 @@ def _reduce(x):
     return _bits(t) - _SHIFTER_BITS, r
 
 
+#: 1/k! for k from 17 down to 3: Horner's coefficients of
+#: (e^y - 1 - y) / y^2 = 1/2 + y/3! + y^2/4! + ..., highest degree first
+_INVERSE_FACTORIALS = tuple(1.0 / math.factorial(k) for k in range(17, 2, -1))
+
+
+@vjit
+def _exp_tail(coefficients, y):
+    """(e^y - 1 - y) / y^2 by Horner's rule from ``coefficients`` (a tail
+    of _INVERSE_FACTORIALS: the highest degree kept first) down to 1/2."""
+    s = coefficients[0]
+    for c in coefficients[1:]:
+        s = s * y + c
+    return s * y + 0.5
+
+
 @vjit
 def taylor_tail(y):
     """(e^y - 1 - y) / y^2 = sum_{k >= 2} y^(k-2) / k!, Horner from 1/17!:
     for |y| <= 1/2 the first term left out is below 2e-17 of the sum."""
-    s = 1.0 / 355687428096000.0  # 1/17!
-    s = s * y + 1.0 / 20922789888000.0
-    s = s * y + 1.0 / 1307674368000.0
-    s = s * y + 1.0 / 87178291200.0
-    s = s * y + 1.0 / 6227020800.0
-    s = s * y + 1.0 / 479001600.0
-    s = s * y + 1.0 / 39916800.0
-    s = s * y + 1.0 / 3628800.0
-    s = s * y + 1.0 / 362880.0
-    s = s * y + 1.0 / 40320.0
-    s = s * y + 1.0 / 5040.0
-    s = s * y + 1.0 / 720.0
-    s = s * y + 1.0 / 120.0
-    s = s * y + 1.0 / 24.0
-    s = s * y + 1.0 / 6.0
-    return s * y + 0.5
+    return _exp_tail(_INVERSE_FACTORIALS, y)
 
 
 @vjit
@@ -154,18 +154,7 @@ def _reduced_tail(r):
     first term left out, r^14/14!, is below 4.3e-18 (0.04 ulp of e^r) and
     below 7e-17 of the tail itself (0.6 ulp), where taylor_tail's r^17 cost
     1.6 ns an element of the fast path's polish."""
-    s = 1.0 / 6227020800.0  # 1/13!
-    s = s * r + 1.0 / 479001600.0
-    s = s * r + 1.0 / 39916800.0
-    s = s * r + 1.0 / 3628800.0
-    s = s * r + 1.0 / 362880.0
-    s = s * r + 1.0 / 40320.0
-    s = s * r + 1.0 / 5040.0
-    s = s * r + 1.0 / 720.0
-    s = s * r + 1.0 / 120.0
-    s = s * r + 1.0 / 24.0
-    s = s * r + 1.0 / 6.0
-    return s * r + 0.5
+    return _exp_tail(_INVERSE_FACTORIALS[4:], r)
 
 
 @vjit
