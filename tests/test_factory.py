@@ -2,10 +2,12 @@
 compiled once, shared where the functions are shared, and cacheable on disk."""
 
 import importlib
+import math
 import subprocess
 import sys
 import textwrap
 
+import numba
 import numpy as np
 import pytest
 
@@ -239,3 +241,24 @@ def test_a_small_batch_compiles_nothing(tmp_path):
                          timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[0] == "0", out.stdout
+
+
+_MATH_EDGES = [("log", (0.0,)), ("log", (-1.0,)), ("log", (math.inf,)), ("log1p", (-1.0,)),
+               ("log1p", (-2.0,)), ("log2", (0.0,)), ("log10", (0.0,)), ("atanh", (1.0,)),
+               ("atanh", (-1.0,)), ("pow", (0.0, -1.0)), ("pow", (10.0, 400.0)),
+               ("pow", (-10.0, 401.0)), ("pow", (-1.0, 0.5)), ("exp", (1000.0,)),
+               ("exp", (-1000.0,)), ("expm1", (1000.0,)), ("sqrt", (-1.0,)), ("log", (math.nan,)),
+               ("exp", (math.nan,)), ("sqrt", (math.inf,)), ("log1p", (5e-324,))]
+
+
+@pytest.mark.parametrize("name, args", _MATH_EDGES)
+def test_interpreted_math_gives_numbas_values_where_pythons_raises(name, args):
+    """The interpreter's ``math`` (``_interpret.IEEE_MATH``): libm's value at
+    the edges where Python's math raises, as compiled code returns it."""
+    namespace = {"math": math}
+    exec(f"def edge(*args):\n    return math.{name}(*args)", namespace)
+    compiled = numba.njit(error_model="numpy")(namespace["edge"])(*args)
+    with np.errstate(all="ignore"):
+        got = getattr(_interpret.IEEE_MATH, name)(*args)
+    assert isinstance(got, np.float64)
+    assert (np.isnan(got) and np.isnan(compiled)) or got == compiled, (got, compiled)

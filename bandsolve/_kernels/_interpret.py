@@ -56,26 +56,28 @@ def _real(fn):
     return guarded
 
 
-def _log(x):
-    if x > 0.0:
-        return _F64(math.log(x))
-    return _F64(-math.inf) if x == 0.0 else _F64(math.nan)
+def _pole(fn, at):
+    """fn, with libm's value at its pole ``at`` (-inf) and NaN below it,
+    where Python's raises: log, log2 and log10 at 0, log1p at -1."""
+    @functools.wraps(fn)
+    def guarded(x):
+        if x > at:
+            return _F64(fn(x))
+        return _F64(-math.inf) if x == at else _F64(math.nan)
+
+    return guarded
 
 
-def _log1p(x):
-    if x > -1.0:
-        return _F64(math.log1p(x))
-    return _F64(-math.inf) if x == -1.0 else _F64(math.nan)
+def _atanh(x):
+    if -1.0 < x < 1.0:
+        return _F64(math.atanh(x))
+    return _F64(math.copysign(math.inf, x)) if abs(x) == 1.0 else _F64(math.nan)
 
 
 def _pow(x, y):
-    try:
-        return _F64(math.pow(x, y))
-    except ValueError:
-        return _F64(math.nan)
-    except OverflowError:  # |x| > 1 to a large y: inf, negative for an odd y
-        return _F64(math.copysign(math.inf, x) if x < 0.0 and float(y).is_integer()
-                    and y % 2 == 1 else math.inf)
+    # numpy's scalar power is C's pow, with its values where math.pow raises
+    # (pow(0, -1) = inf, an overflow to inf)
+    return _F64(x) ** _F64(y)
 
 
 def _ieee_math() -> types.SimpleNamespace:
@@ -92,8 +94,9 @@ def _ieee_math() -> types.SimpleNamespace:
             names[name] = value  # exact, or integers, as in numba
         elif callable(value):
             names[name] = _real(value)
-    names.update(log=_log, log1p=_log1p, pow=_pow, log2=_real(math.log2),
-                 log10=_real(math.log10))
+    names.update(log=_pole(math.log, 0.0), log2=_pole(math.log2, 0.0),
+                 log10=_pole(math.log10, 0.0), log1p=_pole(math.log1p, -1.0), atanh=_atanh,
+                 pow=_pow)
     return types.SimpleNamespace(**names)
 
 
