@@ -20,7 +20,7 @@ import numpy as np
 from . import _fast, _interpret, _solver
 from ._factory import specialise
 
-__all__ = ["Kernels", "kernels_for", "INTERPRET_MAX"]
+__all__ = ["Kernels", "kernels_for", "INTERPRET_MAX", "INTERPRET_BUDGET"]
 
 _NO_START = (np.empty(0), np.empty(0))
 
@@ -35,6 +35,23 @@ _NO_START = (np.empty(0), np.empty(0))
 #: where there are more. Above it each kernel has one compiled copy, which no
 #: later batch size compiles again.
 INTERPRET_MAX = 64
+
+#: A kernel runs interpreted for at most this many elements in a process,
+#: all calls together (about 0.3 s of the root finder's time): past it, and
+#: once compiled (or loaded from the disk cache) for a larger batch, it is
+#: compiled for every size. A process that keeps calling with small batches
+#: (a study's loop) pays the compile once and then microseconds a call,
+#: where interpreting costs about 70 us an element. Either way the result
+#: is the same, bit for bit (tests/test_factory.py).
+INTERPRET_BUDGET = 4096
+
+# What the kernels keep besides their compiled copies (``_factory``'s
+# caches): per (template, divergence, constants), the elements run
+# interpreted so far, and whether the compiled copy serves. Read and
+# written without a lock: a race costs a kernel a few calls interpreted or
+# compiled sooner, never a different result.
+_interpreted_elements: dict = {}
+_compiled_kernels: set = set()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,10 +76,16 @@ class Kernels:
 
     def _kernel(self, template, size: int, **constants):
         """``template`` for this divergence: interpreted up to INTERPRET_MAX
-        elements, else compiled."""
-        if size <= INTERPRET_MAX:
-            return functools.partial(_interpret.run, specialise(
-                template, self.divergence, interpret=True, **constants))
+        elements while the kernel has neither been compiled in this process
+        nor run INTERPRET_BUDGET elements interpreted, else compiled."""
+        key = (template, self.divergence, tuple(sorted(constants.items())))
+        if size <= INTERPRET_MAX and key not in _compiled_kernels:
+            done = _interpreted_elements.get(key, 0)
+            if done + size <= INTERPRET_BUDGET:
+                _interpreted_elements[key] = done + size
+                return functools.partial(_interpret.run, specialise(
+                    template, self.divergence, interpret=True, **constants))
+        _compiled_kernels.add(key)
         return specialise(template, self.divergence, **constants)
 
     def band_by_closed_form(self, x: np.ndarray, from_logp: bool, delta: np.ndarray,
