@@ -262,3 +262,24 @@ def test_interpreted_math_gives_numbas_values_where_pythons_raises(name, args):
         got = getattr(_interpret.IEEE_MATH, name)(*args)
     assert isinstance(got, np.float64)
     assert (np.isnan(got) and np.isnan(compiled)) or got == compiled, (got, compiled)
+
+
+def test_a_loop_of_small_calls_compiles_once_it_has_interpreted_its_budget():
+    """Interpreting is for a first call: a kernel runs interpreted for at most
+    _bind.INTERPRET_BUDGET elements in a process (a study's loop of small
+    batches paid about 70 us an element each call), then compiled, with the
+    same bits."""
+    from bandsolve._kernels import _bind
+
+    div = bs.alpha_divergence(0.37)  # a key no other test has used
+    key = (_solver.band_by_root, div, ())
+    p = np.linspace(0.01, 0.99, 50)
+    first = bs.band(p, 0.05, div)
+    assert key not in _bind._compiled_kernels
+    for _ in range(_bind.INTERPRET_BUDGET // p.size):
+        bs.band(p, 0.05, div)
+    assert key in _bind._compiled_kernels
+    assert _bind._interpreted_elements[key] <= _bind.INTERPRET_BUDGET
+    later = bs.band(p, 0.05, div)
+    np.testing.assert_array_equal(first[0], later[0])
+    np.testing.assert_array_equal(first[1], later[1])
