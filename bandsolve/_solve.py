@@ -18,10 +18,11 @@ import threading
 import numpy as np
 
 from ._kernels import _fast, _solver, _warm_start
-from ._kernels._bind import kernels_for
+from ._kernels._bind import INTERPRET_MAX, kernels_for
 from ._validate import BandRequest, check_deferred_range
 
-__all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "solve"]
+__all__ = ["BAND_TABLES", "BandSolveError", "TableCache", "WarmStart", "cached_fast_tables",
+           "solve"]
 
 # From this many elements with one delta, a table of starting points pays:
 # building it (8194 solves, about 1.7 ms for kl) costs about what 4096
@@ -161,6 +162,18 @@ def _fast_tables(request: BandRequest, kernels, fast):
     return fast
 
 
+def cached_fast_tables(divergence, delta: float, size: int) -> _fast.FastTables | None:
+    """:data:`BAND_TABLES`' tables for one divergence and delta, for a caller
+    that takes the fast path for a batch of any ``size`` that compiles
+    (``bandsolve.torch`` for float32 and half tensors, whose trainer calls
+    with one delta every step); None where the divergence has no fast path
+    or the batch is interpreted (``_bind.INTERPRET_MAX`` elements or fewer,
+    where building the tables would compile their kernels for nothing)."""
+    if size <= INTERPRET_MAX or not kernels_for(divergence).has_fast_path:
+        return None
+    return BAND_TABLES.tables(divergence, delta)
+
+
 def fast_tables(divergence, delta: float, warm_start: WarmStart) -> _fast.FastTables:
     """The fast path's tables for one divergence and delta, their nodes
     solved from ``warm_start``'s tables (built into it here, where it has
@@ -183,7 +196,12 @@ def _band_fast(request: BandRequest, kernels, tables, warm_start, lower, upper,
                status) -> int:
     """The fast path, then the root finder for the elements it could not
     certify; returns the count of failures, as the root finder does."""
-    uncertified = kernels.band_fast(tables, request.x, request.from_logp, lower, upper, status)
+    uncertified, outside = kernels.band_fast(tables, request.x, request.from_logp, lower, upper,
+                                             status)
+    if outside:
+        check_deferred_range(request)
+        raise AssertionError("the fast path counted values outside the domain that the "
+                             "range check passed")  # a bandsolve bug
     if not uncertified:
         return 0
     where = np.flatnonzero(status)
@@ -252,11 +270,11 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
                                  "that the range check passed")  # a bandsolve bug
         if small:
             _upper_from_small_logp(request, kernels, upper)
-    elif request.range_deferred:
-        raise AssertionError("a deferred range check reached a kernel without one")
     elif n:
         status = np.empty(n, dtype=np.int8)
         tables = _fast_tables(request, kernels, fast)
+        if tables is None:
+            check_deferred_range(request)  # the root finder counts nothing
         if tables is not None:
             failures = _band_fast(request, kernels, tables, warm_start, lower, upper, status)
         else:

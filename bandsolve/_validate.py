@@ -23,7 +23,7 @@ _PARALLEL_SCAN_MIN = 32768
 
 __all__ = ["as_real_array", "check_probability", "check_log_probability",
            "check_delta", "check_max_ratio", "check_ratio", "flat_operands", "BandRequest",
-           "band_request", "Memory", "OutKind", "check_out"]
+           "band_request", "checked_request", "Memory", "OutKind", "check_out"]
 
 
 def as_real_array(value, name: str) -> np.ndarray:
@@ -213,12 +213,15 @@ class BandRequest:
     C-contiguous float64 arrays of length 1 or ``prod(shape)``, checked;
     ``inputs`` are the unflattened checked arrays (for ``out=`` overlap checks).
 
-    ``range_deferred``: p's range check (NaN, inf, outside [0, 1]) is left to
-    the closed-form kernel's pass over it, which counts the elements that
-    fail (``_kernels._solver.band_by_closed_form``); where that count is not
-    0 the solver calls :func:`check_deferred_range`, which raises the very
-    error the check would have raised here. Set only where that kernel's
-    counting loop is the one that runs (see :func:`band_request`).
+    ``range_deferred``: the range check of x (NaN, inf, outside [0, 1] or
+    above 0) is left to the kernel's pass over it, which counts the elements
+    that fail (the closed form's, ``_kernels._solver.band_by_closed_form``,
+    for p; the fast path's, ``_kernels._fast.polish_block``, for p and log
+    p); where that count is not 0 the solver calls
+    :func:`check_deferred_range`, which raises the very error the check
+    would have raised here, and it calls it before a kernel that counts
+    nothing (the root finder). Set only for a large batch with one delta of
+    a divergence whose kernels count (see :func:`band_request`).
     """
 
     x: np.ndarray
@@ -267,21 +270,41 @@ def band_request(x, delta, divergence, *, from_logp: bool = False, max_ratio=Non
     except Exception:
         check_range(x, x_arr, name)  # a bad x is reported first, as it always was
         raise
-    deferred = (defer_range_check and not from_logp and div.margins is not None
-                and delta_flat.size == 1 and x_flat.size == math.prod(shape)
-                and x_flat.size >= DEFERRED_RANGE_MIN and np.asarray(x).dtype.itemsize <= 8)
+    # the closed form (which a divergence that has one always takes) counts p
+    # outside [0, 1] in its pass, the fast path p or log p outside the domain
+    counted = not from_logp if div.margins is not None else div.vector_forms is not None
+    deferred = (defer_range_check and counted and delta_flat.size == 1
+                and x_flat.size == math.prod(shape) and x_flat.size >= DEFERRED_RANGE_MIN
+                and np.asarray(x).dtype.itemsize <= 8)
     if not deferred:
         check_range(x, x_arr, name)
     return BandRequest(x_flat, from_logp, delta_flat, tuple(shape), div, cap, on_failure,
                        ((name, x_arr), ("delta", delta_arr)), deferred)
 
 
+def checked_request(x: np.ndarray, from_logp: bool, delta: float, divergence: Divergence,
+                    max_ratio: float) -> BandRequest:
+    """A request from values and arguments its caller has checked: ``x`` a
+    contiguous float64 vector of valid p (or log p), delta and max_ratio as
+    :func:`band_request` returns them (``bandsolve.torch`` checks its tensors
+    on their device and its arguments once, and hands the numpy core the
+    result, which is then not scanned again)."""
+    name = "logp" if from_logp else "p"
+    delta_arr = np.array([delta], dtype=np.float64)
+    return BandRequest(x, from_logp, delta_arr, x.shape, divergence, max_ratio, "raise",
+                       ((name, x), ("delta", delta_arr)))
+
+
 def check_deferred_range(request: BandRequest) -> None:
     """The range check a request deferred (``band_request``), which raises
-    its usual ValueError where p has an element outside [0, 1], NaN or inf;
-    nothing where the request deferred none."""
+    its usual ValueError where x has an element outside its domain, NaN or
+    inf; nothing where the request deferred none."""
     if request.range_deferred:
-        _check_probability_range(request.inputs[0][1], request.inputs[0][1], "p")
+        x = request.inputs[0][1]
+        if request.from_logp:
+            _check_log_probability_range(x, x, "logp")
+        else:
+            _check_probability_range(x, x, "p")
 
 
 # ------------------------------------------------------------------- out=

@@ -1,19 +1,24 @@
-"""A new user's first call, per public path: a fresh process with an empty
-numba cache (cold) against the same process with the cache it left (warm).
+"""A new user's first call, per public path: a fresh process with empty caches
+(cold) against the same process with the caches it left (warm).
 
-    python benchmarks/cold_start.py [--rounds 2] [--out FILE.md]
+    python benchmarks/cold_start.py [--rounds 3] [--case NAME ...] [--out FILE.md]
 
-Each case is one fresh interpreter that imports bandsolve and makes one
-call; the time is the whole process's wall time (interpreter start, imports,
-compiles or cache loads, the call). Per round, each case runs once cold (a
-new, empty ``NUMBA_CACHE_DIR``) and then once warm (the same folder again),
-so cold and warm of a round see the same machine load. The table gives the
-median over rounds with the lowest and highest in brackets; the ratio
-compares the cold and warm runs of one round. ``--inside`` also prints what
-the call alone took inside the process (the import excluded).
+Each case is one fresh interpreter that imports what it needs and makes its
+call (the CLI case runs the ``bandsolve`` command). Per round, each case
+runs once cold (new, empty ``NUMBA_CACHE_DIR`` and ``TORCHINDUCTOR_CACHE_DIR``)
+and then once warm (the same folders again), so that cold and warm of a round
+see the same machine load. Reported, as the median over rounds with the
+lowest and highest in brackets:
 
-Targets (issue 33): ``band`` on 3 values <= 3x warm, on 2e5 values (the
-fast path) <= 4x warm, and ``FastBand`` construction <= 2 s cold.
+* the process's CPU seconds (user + system of the child: what a shared
+  machine's load does not inflate the way it inflates wall time) and its
+  wall seconds;
+* the call alone, inside the process: its CPU and wall seconds (the
+  interpreter's start and the imports left out);
+* cold / warm, of the process's CPU seconds in one round.
+
+The load average is printed at the start of each round. Targets (issue 41)
+are checked per round and printed with the worst round's figure.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,43 +37,76 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from _report import Report  # noqa: E402
 
-#: case -> (setup, timed call): the setup is outside the inner timing but
-#: inside the process's wall time
+_LOGP = "logp = -torch.rand(32768, generator=torch.Generator().manual_seed(0)) * 10 - 1e-6"
+
+#: case -> (setup, timed call). The setup is outside the inner timing but
+#: inside the process's figures; a setup of None runs the call as a command.
 CASES = {
-    "import bandsolve.api": ("", "import bandsolve.api"),
-    "band(p, 0.05) on 3 values": ("p = np.array([0.1, 0.5, 0.9])", "bs.band(p, 0.05)"),
-    "band(p, 0.05) on 2e5 values": ("p = np.geomspace(1e-6, 1.0, 200_000)",
-                                    "bs.band(p, 0.05)"),
+    "import bandsolve.api": ("import numpy as np", "import bandsolve.api"),
+    "band(p, 0.05) on 3 values": ("import numpy as np, bandsolve as bs; "
+                                  "p = np.array([0.1, 0.5, 0.9])", "bs.band(p, 0.05)"),
+    "band(p, 0.05) on 2e5 values": ("import numpy as np, bandsolve as bs; "
+                                    "p = np.geomspace(1e-6, 1.0, 200_000)", "bs.band(p, 0.05)"),
     "band_from_logp(logp, 0.05) on 2e5 values": (
-        "logp = np.log(np.geomspace(1e-6, 1.0, 200_000))", "bs.band_from_logp(logp, 0.05)"),
-    "band(p, 0.05, 'tv') on 2e5 values": ("p = np.geomspace(1e-6, 1.0, 200_000)",
+        "import numpy as np, bandsolve as bs; logp = np.log(np.geomspace(1e-6, 1.0, 200_000))",
+        "bs.band_from_logp(logp, 0.05)"),
+    "band(p, 0.05, 'tv') on 2e5 values": ("import numpy as np, bandsolve as bs; "
+                                          "p = np.geomspace(1e-6, 1.0, 200_000)",
                                           "bs.band(p, 0.05, 'tv')"),
-    "FastBand('kl', 0.05)": ("", "solver = bs.FastBand('kl', 0.05)"),
+    "FastBand('kl', 0.05) construction": ("import numpy as np, bandsolve as bs",
+                                          "solver = bs.FastBand('kl', 0.05)"),
     "FastBand('kl', 0.05).band(p) on 1e6 values": (
-        "p = np.geomspace(1e-6, 1.0, 1_000_000); solver = bs.FastBand('kl', 0.05)",
-        "solver.band(p)"),
+        "import numpy as np, bandsolve as bs; p = np.geomspace(1e-6, 1.0, 1_000_000); "
+        "solver = bs.FastBand('kl', 0.05)", "solver.band(p)"),
+    "bandsolve bounds --p 0.08 0.5 0.9": (None, "bounds --p 0.08 0.5 0.9"),
+    "torch band_from_logp, 32,768 float32 CPU tokens": (
+        f"import torch, bandsolve.torch as bt; {_LOGP}", "bt.band_from_logp(logp, 0.05)"),
+    "torch, then 1 token (a new batch size)": (
+        f"import torch, bandsolve.torch as bt; {_LOGP}; bt.band_from_logp(logp, 0.05)",
+        "bt.band_from_logp(logp[:1], 0.05)"),
+    "plug-ins' band: BandSettings().bounds, 32,768 tokens": (
+        f"import torch, bandsolve.torch as bt; {_LOGP}", "bt.BandSettings().bounds(logp)"),
 }
+
+#: (case, what is compared, limit, how the figure reads) for issue 41's targets
+TARGETS = (
+    ("bandsolve bounds --p 0.08 0.5 0.9", "cold process wall", 1.5, "s"),
+    ("band(p, 0.05) on 3 values", "cold / warm", 2.0, "x"),
+    ("band(p, 0.05) on 2e5 values", "cold / warm", 4.0, "x"),
+    ("FastBand('kl', 0.05) construction", "cold call wall", 2.0, "s"),
+    ("torch band_from_logp, 32,768 float32 CPU tokens", "cold call wall", 10.0, "s"),
+    ("torch band_from_logp, 32,768 float32 CPU tokens", "warm call wall", 2.0, "s"),
+    ("torch, then 1 token (a new batch size)", "cold call wall", 0.1, "s"),
+)
 
 _PROBE = """
 import json, time
-import numpy as np
-import bandsolve as bs
 {setup}
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 {call}
-print(json.dumps({{"call": time.perf_counter() - start}}))
+print(json.dumps({{"wall": time.perf_counter() - start, "cpu": time.process_time() - cpu}}))
 """
 
 
 def run_case(case, cache_dir):
-    """(wall seconds of the whole process, seconds of the call inside it)."""
+    """(process CPU s, process wall s, call CPU s, call wall s)."""
     setup, call = CASES[case]
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(cache_dir))
+    env = dict(os.environ, NUMBA_CACHE_DIR=os.path.join(cache_dir, "numba"),
+               TORCHINDUCTOR_CACHE_DIR=os.path.join(cache_dir, "inductor"))
+    if setup is None:
+        argv = [sys.executable, "-m", "bandsolve", *call.split()]
+    else:
+        argv = [sys.executable, "-c", _PROBE.format(setup=setup, call=call)]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    out = subprocess.run([sys.executable, "-c", _PROBE.format(setup=setup, call=call)],
-                         env=env, capture_output=True, text=True, check=True, timeout=900)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True, timeout=900)
     wall = time.perf_counter() - start
-    return wall, json.loads(out.stdout.strip().splitlines()[-1])["call"]
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if setup is None:
+        return cpu, wall, cpu, wall
+    inner = json.loads(out.stdout.strip().splitlines()[-1])
+    return cpu, wall, inner["cpu"], inner["wall"]
 
 
 def spread(values, unit=""):
@@ -75,37 +114,65 @@ def spread(values, unit=""):
             f"[{min(values):.2f}-{max(values):.2f}]")
 
 
+_FIGURES = ("process cpu", "process wall", "call cpu", "call wall")
+
+
+def measure(cases, rounds, emit):
+    """{case: {"cold process cpu": [...], ..., "warm call wall": [...]}}."""
+    results = {case: {f"{kind} {figure}": [] for kind in ("cold", "warm") for figure in _FIGURES}
+               for case in cases}
+    for r in range(rounds):
+        emit(f"round {r + 1}: load average {os.getloadavg()[0]:.2f}")
+        for case in cases:
+            with tempfile.TemporaryDirectory(prefix="bandsolve-cold-") as cache_dir:
+                for kind in ("cold", "warm"):
+                    for figure, value in zip(_FIGURES, run_case(case, cache_dir)):
+                        results[case][f"{kind} {figure}"].append(value)
+        print(f"round {r + 1}/{rounds} done", file=sys.stderr, flush=True)
+    return results
+
+
+def _figure(t, what):
+    if what == "cold / warm":
+        return [c / w for c, w in zip(t["cold process cpu"], t["warm process cpu"])]
+    return t[what]
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--case", action="append", choices=sorted(CASES),
                         help="run only this case (repeatable)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     cases = args.case or list(CASES)
     emit = Report()
-
     emit(f"# cold_start: {args.rounds} rounds, {platform.processor() or platform.machine()}, "
-         f"{os.cpu_count()} CPUs, load average at start {os.getloadavg()[0]:.2f}")
+         f"{os.cpu_count()} CPUs, python {platform.python_version()}")
     emit()
-    results = {case: {"cold": [], "warm": [], "cold call": [], "warm call": []}
-               for case in cases}
-    for r in range(args.rounds):
-        for case in cases:
-            with tempfile.TemporaryDirectory(prefix="bandsolve-cold-") as cache_dir:
-                for kind in ("cold", "warm"):
-                    wall, call = run_case(case, cache_dir)
-                    results[case][kind].append(wall)
-                    results[case][kind + " call"].append(call)
-        print(f"round {r + 1}/{args.rounds} done", file=sys.stderr, flush=True)
-    emit("| fresh process whose one call is | cold (s) | warm (s) | cold / warm | "
-         "the call alone, cold (s) | the call alone, warm (s) |")
-    emit("|---|---:|---:|---:|---:|---:|")
+    results = measure(cases, args.rounds, emit)
+    emit()
+    emit("| fresh process whose one call is | cold: process CPU (s) | warm: process CPU (s) "
+         "| cold / warm (CPU) | cold: process wall (s) | the call alone, cold: CPU / wall (s) "
+         "| the call alone, warm: CPU / wall (s) |")
+    emit("|---|---:|---:|---:|---:|---:|---:|")
     for case in cases:
         t = results[case]
-        ratios = [c / w for c, w in zip(t["cold"], t["warm"])]
-        emit(f"| `{case}` | {spread(t['cold'])} | {spread(t['warm'])} | {spread(ratios, 'x')} | "
-             f"{spread(t['cold call'])} | {spread(t['warm call'])} |")
+        emit(f"| `{case}` | {spread(t['cold process cpu'])} | {spread(t['warm process cpu'])} | "
+             f"{spread(_figure(t, 'cold / warm'), 'x')} | {spread(t['cold process wall'])} | "
+             f"{statistics.median(t['cold call cpu']):.2f} / "
+             f"{statistics.median(t['cold call wall']):.2f} | "
+             f"{statistics.median(t['warm call cpu']):.2f} / "
+             f"{statistics.median(t['warm call wall']):.2f} |")
+    emit()
+    emit("| target (issue 41) | figure | limit | worst round | verdict |")
+    emit("|---|---|---:|---:|---|")
+    for case, what, limit, unit in TARGETS:
+        if case not in results:
+            continue
+        worst = max(_figure(results[case], what))
+        verdict = "met" if worst <= limit else f"missed by {worst / limit:.2f}x"
+        emit(f"| `{case}` | {what} | {limit:g}{unit} | {worst:.2f}{unit} | {verdict} |")
     emit()
     emit.finish(args.out)
 

@@ -9,11 +9,14 @@ in one run (under 5 minutes on one GPU).
 Targets at 524,288 tokens: >= 100x faster than the bisection, within 5x of
 the clamp. See torch_bench.py for what each variant is.
 
-Issue 33 (the eager CUDA path within 5x of a clamp at 524,288 tokens): the
-report ends with that verdict per dtype. One device run, about a minute
-without the compiled variants:
+Issue 33's target (the eager CUDA path within 5x of a clamp at 524,288
+tokens): the report ends with that verdict per dtype. Eager CUDA calls run
+the table op by op since issue 41 (nothing compiles on a first call); each
+variant has its device time (CUDA events) and its host time per call (wall
+clock between two synchronisations). ``bash benchmarks/device/torch.sh``
+runs it at 32,768 and 524,288 tokens after the CUDA tests:
 
-    python benchmarks/gpu_bench.py --sizes 32768 524288 --no-compile --out benchmarks/gpu_eager.md
+    python benchmarks/gpu_bench.py --sizes 32768 524288 --out /tmp/gpu_bench.md
 """
 
 import os

@@ -10,12 +10,20 @@ minimum ``time.process_time`` over ``--calls`` calls of
 ``band(p, 0.05, div, out=...)`` (tv, chi2, hellinger), and of ``np.copyto``
 into a buffer, in ms; p is 1e6 float64, log-uniform in [1e-6, 1]. Only the
 public API is used, so it runs on any tree that has ``FastBand``.
+
+``--rounds R`` repeats the whole measurement R times in the process, with
+``baseline.py``'s bisection (KL, both bounds, CPU time too) in each round,
+and prints issue 41's figures per round: FastBand kl's ns per element and
+its speed-up over the bisection, both in CPU time (what a loaded machine
+does not inflate the way it inflates wall time), with the load average.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 import time
 
 import numba
@@ -40,19 +48,32 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, default=1_000_000)
     parser.add_argument("--calls", type=int, default=7)
+    parser.add_argument("--rounds", type=int, default=1)
     args = parser.parse_args(argv)
     numba.set_num_threads(1)
     p = np.exp(np.random.default_rng(0).uniform(np.log(1e-6), 0.0, args.n))
     out = (np.empty_like(p), np.empty_like(p))
-    result = {}
-    for name in ("kl", "rkl", "js", "alpha:2"):
-        solver = bs.FastBand(name, DELTA)
-        result["FastBand " + name] = cpu_ms(lambda: solver.band(p, out=out), args.calls)
-    for name in ("tv", "chi2", "hellinger"):
-        result["band " + name] = cpu_ms(lambda: bs.band(p, DELTA, name, out=out), 2 * args.calls)
+    solvers = {name: bs.FastBand(name, DELTA) for name in ("kl", "rkl", "js", "alpha:2")}
     buffer = np.empty_like(p)
-    result["np.copyto"] = cpu_ms(lambda: np.copyto(buffer, p), 2 * args.calls)
-    print(json.dumps({"bandsolve": bs.__file__, "ms": result}))
+    for _ in range(args.rounds):
+        load = os.getloadavg()[0]
+        result = {}
+        for name, solver in solvers.items():
+            result["FastBand " + name] = cpu_ms(lambda: solver.band(p, out=out), args.calls)
+        for name in ("tv", "chi2", "hellinger"):
+            result["band " + name] = cpu_ms(lambda: bs.band(p, DELTA, name, out=out),
+                                            2 * args.calls)
+        result["np.copyto"] = cpu_ms(lambda: np.copyto(buffer, p), 2 * args.calls)
+        if args.rounds > 1:
+            sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+            from baseline import bisect_kl_band
+
+            result["bisection"] = cpu_ms(lambda: bisect_kl_band(p, DELTA), 1)
+            result["issue 41: FastBand kl ns per element"] = round(
+                1e6 * result["FastBand kl"] / args.n, 1)
+            result["issue 41: FastBand kl vs bisection"] = round(
+                result["bisection"] / result["FastBand kl"], 1)
+        print(json.dumps({"bandsolve": bs.__file__, "load": round(load, 2), "ms": result}))
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 core (itself checked against mpmath) and a few mpmath points directly."""
 
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -109,6 +111,51 @@ def test_float64_tables_are_within_their_certificate(divergence, delta):
     ref_lower, ref_upper = bs.band_from_logp(logp, delta, divergence)
     _assert_within_certificate(table.data, lower, ref_lower, f"{divergence} lower")
     _assert_within_certificate(table.data, upper, ref_upper, f"{divergence} upper")
+
+
+def _assert_float32_rounding_of(got, ref, upper, what):
+    """got is ref (float64) rounded to float32 as the CPU path promises: to
+    nearest, and for an upper bound one step down where nearest is above ref
+    and finite. Where ref lies within 1e-11 of a float32 value or of a
+    midpoint between two (the core's paths may differ by that much), either
+    neighbour of ref is accepted, and for an upper bound the one below them."""
+    got = got.numpy().astype(np.float64)
+    with np.errstate(over="ignore"):
+        nearest = ref.astype(np.float32)
+        below = np.where(nearest > ref, np.nextafter(nearest, np.float32(-np.inf)), nearest)
+    above = np.nextafter(below, np.float32(np.inf))
+    expected = nearest
+    if upper:
+        expected = np.where((nearest > ref) & np.isfinite(nearest), below, nearest)
+    close = 1e-11 * np.abs(ref)
+    with np.errstate(all="ignore"):  # inf - inf where ref is past float32's range
+        ambiguous = np.isfinite(ref) & (
+            (np.abs(ref - below) <= close) | (np.abs(above - ref) <= close)
+            | (np.abs(ref - (below.astype(np.float64) + above) / 2) <= close))
+    plain = ~ambiguous
+    np.testing.assert_array_equal(got[plain], expected[plain].astype(np.float64), what)
+    allowed = [below, above] + ([np.nextafter(below, np.float32(0.0))] if upper else [])
+    assert np.all(np.any([got[ambiguous] == a[ambiguous] for a in allowed], axis=0)), what
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("divergence", ["kl", "tv", "js", "alpha:2"])
+def test_float32_on_the_cpu_is_the_numpy_core_rounded(divergence, dtype):
+    """Issue 41: float32 and half CPU tensors are the float64 numpy core at
+    their values, rounded to float32: the lower bound to nearest, the upper
+    bound to nearest unless that exceeds the float64 bound (then one float32
+    step down, so that upper <= 1/p holds; beyond float32's range, inf)."""
+    x = torch.tensor(_logp_cases(2), dtype=torch.float32).to(dtype)
+    ref_lower, ref_upper = bs.band_from_logp(x.double().numpy(), 0.05, divergence)
+    lower, upper = bt.band_from_logp(x, 0.05, divergence)
+    assert lower.dtype == upper.dtype == torch.float32
+    _assert_float32_rounding_of(lower, ref_lower, False, "lower")
+    _assert_float32_rounding_of(upper, ref_upper, True, "upper")
+    p = torch.tensor(np.exp(_logp_cases(3)), dtype=torch.float32).to(dtype)
+    ref_lower, ref_upper = bs.band(p.double().numpy(), 0.05, divergence)
+    lower, upper = bt.band(p, 0.05, divergence)
+    _assert_float32_rounding_of(lower, ref_lower, False, "lower from p")
+    _assert_float32_rounding_of(upper, ref_upper, True, "upper from p")
 
 
 def test_float64_on_the_cpu_is_the_numpy_core():
@@ -275,22 +322,16 @@ def test_compiles_with_fullgraph_and_matches_eager():
     rtol, atol = TOLERANCE[torch.float32]
     torch.testing.assert_close(lower, ref_lower, rtol=rtol, atol=atol)
     torch.testing.assert_close(upper, ref_upper, rtol=rtol, atol=atol)
-    torch.testing.assert_close(upper_fn, ref_upper, rtol=0.0, atol=0.0)
+    # on the CPU the function is the numpy core, compiled or not
+    eager_upper = bt.band_from_logp(logp, 0.05, "kl", max_ratio=10.0)[1]
+    torch.testing.assert_close(upper_fn, eager_upper, rtol=0.0, atol=0.0)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-def test_cuda_matches_cpu_and_captures_in_a_cuda_graph(monkeypatch):
+def test_cuda_matches_cpu_and_captures_in_a_cuda_graph():
     table = bt.BandTable.build("kl", 0.05, max_ratio=10.0, device="cuda")
     logp = -torch.rand(1 << 16, device="cuda") * 30.0
-    lower, upper = table(logp, validate=False)  # the fused kernel (issue 33)
-    ref_lower, ref_upper = bs.band_from_logp(logp.double().cpu().numpy(), 0.05, "kl",
-                                             max_ratio=10.0)
-    _assert_within(lower, ref_lower, torch.float32, "lower")
-    _assert_within(upper, ref_upper, torch.float32, "upper")
-    # a capture runs op by op (nothing compiles inside it): its replay gives
-    # the bits of an eager call op by op
-    from bandsolve.torch import device_table
-    monkeypatch.setattr(device_table, "_kernel", False)
+    # eager calls run op by op, as a capture does: its replay gives their bits
     lower, upper = table(logp, validate=False)
     ref_lower, ref_upper = bs.band_from_logp(logp.double().cpu().numpy(), 0.05, "kl",
                                              max_ratio=10.0)
@@ -404,19 +445,20 @@ def test_table_gives_exactly_the_numpy_bounds_at_p_zero(divergence):
             assert lower[0].item() == 0.0 and upper[0].item() == math.inf, (dtype, lower, upper)
 
 
-def test_eager_table_paths_refuse_a_delta_their_table_cannot_certify():
+def test_a_delta_no_table_certifies_is_solved_on_the_cpu_and_refused_for_a_table():
     """Outside the deltas where tables are certified, a table could miss the
     bound by far more than the float32 promise (kl at delta = 1e-100: rtol
-    1e10; at a subnormal delta, no bound at all): the eager functions raise
-    instead of answering, and the float64 CPU path still solves it."""
+    1e10; at a subnormal delta, no bound at all): a table refuses it (off the
+    CPU the functions do too: tests/test_torch_cuda.py), and on the CPU,
+    where the functions are the numpy core, every dtype solves it."""
     logp = torch.tensor([-230.0, -1.0])
-    with pytest.raises(ValueError, match="cannot tabulate kl"):
-        bt.band_from_logp(logp, 1e-100, "kl")
     with pytest.raises(ValueError, match="cannot be certified"):
         bt.BandTable.build("kl", 5e-324)
-    lower, upper = bt.band_from_logp(logp.double(), 1e-100, "kl")
     expected = bs.band_from_logp(logp.double().numpy(), 1e-100, "kl")
+    lower, upper = bt.band_from_logp(logp.double(), 1e-100, "kl")
     np.testing.assert_array_equal(upper.numpy(), expected[1])
+    lower, upper = bt.band_from_logp(logp, 1e-100, "kl")
+    _assert_float32_rounding_of(upper, expected[1], True, "float32 upper")
 
 
 def test_user_divergence_under_torch_compile_says_how_instead_of_failing_in_numpy():
@@ -443,3 +485,52 @@ def test_regression_user_divergence_through_torch_on_a_large_batch(readme_kl):
     ref_lower, ref_upper = bs.band_from_logp(logp, 0.05, "kl")
     assert reference.relative_to_band(lower.numpy(), ref_lower).max() <= 1e-9
     assert reference.relative_to_band(upper.numpy(), ref_upper).max() <= 1e-9
+
+
+_EAGER_PATHS_UNDER_W_ERROR = """
+import torch, bandsolve.torch as bt
+x = -torch.rand(5000, generator=torch.Generator().manual_seed(0)) * 10
+for logp in (x[:1], x, x.to(torch.bfloat16), x.double()):
+    bt.band_from_logp(logp, 0.05)
+    bt.band(logp.exp(), 0.05, "tv")
+bt.BandTable.build("kl", 0.05)(x)
+bt.BandSettings().bounds(x)
+cfg = bt.PolicyLossConfig(rule=bt.Band(0.05))
+new = (x + 0.1).requires_grad_()
+loss, _ = bt.policy_loss(new, x, torch.ones_like(x), torch.ones_like(x), cfg)
+loss.backward()
+print(float(bt.band(torch.tensor([0.5]), 0.05)[1][0]))
+"""
+
+
+def test_regression_warnings_as_errors_failed_the_first_eager_call(tmp_path):
+    """Issue 43: ``python -W error -c "...bt.band(torch.tensor([0.5]), 0.05)"``
+    exited 1: torch 2.13's own DeprecationWarning (torch.jit.script_method)
+    failed the fused kernel's inductor build, and the fallback's
+    RuntimeWarning was then raised. Eager calls compile nothing with inductor
+    now; every public eager path runs with warnings as errors, from an empty
+    cache (bandsolve's own warnings would still be raised)."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    out = subprocess.run([sys.executable, "-W", "error", "-c", _EAGER_PATHS_UNDER_W_ERROR],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert float(out.stdout.split()[-1]) == pytest.approx(1.3084843, rel=1e-6)
+
+
+def test_compiled_calls_add_no_warning_of_bandsolve(tmp_path):
+    """Under torch.compile, torch 2.13 warns itself (its torch.jit.script_method
+    DeprecationWarning, raised by any compile, with or without bandsolve):
+    with that one warning let through, a compiled band raises no other."""
+    script = """
+import torch, bandsolve.torch as bt
+f = torch.compile(lambda x: bt.band_from_logp(x, 0.05), fullgraph=True)
+x = -torch.rand(100)
+assert torch.equal(f(x)[1], bt.band_from_logp(x, 0.05)[1])
+"""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba"), "PATH": "/usr/bin:/bin",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    out = subprocess.run([sys.executable, "-W", "error", "-W",
+                          "ignore:`torch.jit.script_method` is deprecated:DeprecationWarning",
+                          "-c", script], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]

@@ -8,6 +8,7 @@ underflow edges.
 """
 
 import math
+import re
 
 import mpmath as mp
 import numba
@@ -127,6 +128,11 @@ def test_subnormal_results_round_once():
     assert np.max(_ulp_errors("vexp", x)) <= 1.0
 
 
+#: a call instruction into libm's exp, log and friends, or to one of the
+#: vectorised helpers by its (mangled) name
+CALL_OF_MATH = re.compile(r"\tcall[q]?\t\S*(log1p|expm1|log|exp|vlog|vexp)", re.IGNORECASE)
+
+
 @pytest.mark.parametrize("name", sorted(EXACT))
 def test_loops_calling_them_vectorise(name):
     """The point of the module: a loop over one of them compiles to SIMD code
@@ -135,7 +141,9 @@ def test_loops_calling_them_vectorise(name):
     apply(np.ones(4))
     asm = "\n".join(apply.inspect_asm().values())
     assert "pd\t%ymm" in asm or "pd\t%zmm" in asm or "pd\t%xmm" in asm
-    assert not any(sym in asm for sym in ("log1p", "expm1", "\tcallq\tlog", "\tcallq\texp"))
+    # no call into libm, nor to the helpers themselves (which LLVM inlines):
+    # their definitions, which carry the names, stay in the module
+    assert not CALL_OF_MATH.search(asm)
 
 
 @numba.njit(fastmath={"contract"}, error_model="numpy")

@@ -22,9 +22,10 @@ one source. The two alternatives cost more:
 Caching
 -------
 * In memory: one compiled copy per (template, functions, compile-time
-  constants, serial or parallel), so
+  constants), so
   ``alpha_divergence(a)`` for every ``a`` shares one (``a`` is a run-time
-  argument) and a divergence looked up again by name costs nothing.
+  argument) and a divergence looked up again by name costs nothing; and one
+  interpreted copy likewise (``specialise(..., interpret=True)``).
 * On disk, through numba's cache, where every function is importable by its
   module and name (the built-in generators, or a user's module-level
   ``@njit`` functions). The entry is named by the functions and by a digest
@@ -42,6 +43,7 @@ import pathlib
 import sys
 import types as pytypes
 
+from . import _interpret
 from ._util import CONTRACT, jit, parallel_kernel
 
 #: The globals a template reads its divergence's functions from, and the
@@ -56,7 +58,7 @@ _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
 def template(signature=None, parallel=False, *, slots=(), calls=(), constants=(),
-             contract=False):
+             contract=False, inline=False):
     """Mark a function as a template that reads ``slots`` (names from
     :data:`SLOT_FIELDS`) and the compile-time ``constants`` (global names
     that :func:`specialise` binds), and calls the templates ``calls``:
@@ -71,7 +73,7 @@ def template(signature=None, parallel=False, *, slots=(), calls=(), constants=()
         raise ValueError(f"unknown template slots {sorted(unknown)}; known: {sorted(SLOT_FIELDS)}")
 
     def mark(fn):
-        fn.template_options = (signature, parallel, contract)
+        fn.template_options = (signature, parallel, contract, inline)
         fn.template_slots = frozenset(slots)
         fn.template_constants = frozenset(constants)
         fn.template_calls = tuple(calls)
@@ -80,15 +82,16 @@ def template(signature=None, parallel=False, *, slots=(), calls=(), constants=()
     return mark
 
 
-def specialise(fn, divergence, *, serial=False, **constants):
+def specialise(fn, divergence, *, interpret=False, **constants):
     """The template ``fn`` compiled for ``divergence`` (any object with the
     fields of :data:`SLOT_FIELDS`) and the values of its compile-time
     ``constants`` (each a separate compiled copy, in which LLVM folds the
     branches on it away), from the in-memory cache after the first call.
-    ``serial``: a parallel template compiled as a plain loop on one thread,
-    for batches too small to gain from threads; it compiles in about half
-    the time (numba's parallel lowering is the other half) and gives the
-    same bits, element by element.
+
+    ``interpret``: the template's source run by the Python interpreter
+    instead (``_interpret``: no compile, the compiled kernel's bits; call it
+    through ``_interpret.run``), for the few elements that do not pay for a
+    compile.
 
     Raises TypeError where the template reads a function the divergence
     leaves as None (a closed-form kernel for a divergence without one), or
@@ -107,7 +110,9 @@ def specialise(fn, divergence, *, serial=False, **constants):
             raise TypeError(f"{fn.__name__} needs the divergence's {SLOT_FIELDS[slot]}, "
                             "which it does not define")
         functions.append((slot, value))
-    return _compiled(fn, tuple(functions), tuple(sorted(constants.items())), serial)
+    if interpret:
+        return _interpreted(fn, tuple(functions), tuple(sorted(constants.items())))
+    return _compiled(fn, tuple(functions), tuple(sorted(constants.items())))
 
 
 @functools.cache
@@ -130,17 +135,30 @@ def _constants_read(fn) -> frozenset:
     return frozenset(names)
 
 
-@functools.lru_cache(maxsize=512)
-def _compiled(fn, functions, constants=(), serial=False):
-    bound = dict(functions)
+def _namespace(fn, functions, constants, callee_of) -> dict:
+    """fn's globals with its slots, constants and callees bound (each callee
+    by ``callee_of(callee, its functions, its constants)``)."""
     namespace = dict(fn.__globals__)
-    namespace.update(bound)
+    namespace.update(dict(functions))
     namespace.update(constants)
     for callee in fn.template_calls:
         needed, needed_constants = _slots_read(callee), _constants_read(callee)
-        namespace[callee.__name__] = _compiled(
+        namespace[callee.__name__] = callee_of(
             callee, tuple(item for item in functions if item[0] in needed),
             tuple(item for item in constants if item[0] in needed_constants))
+    return namespace
+
+
+@functools.lru_cache(maxsize=512)
+def _interpreted(fn, functions, constants=()):
+    return _interpret.interpreted_template(fn, _namespace(fn, functions, constants,
+                                                          _interpreted))
+
+
+@functools.lru_cache(maxsize=512)
+def _compiled(fn, functions, constants=()):
+    bound = dict(functions)
+    namespace = _namespace(fn, functions, constants, _compiled)
     copy = pytypes.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
                                 fn.__closure__)
     copy.__doc__ = fn.__doc__
@@ -149,13 +167,14 @@ def _compiled(fn, functions, constants=(), serial=False):
     # numba names its cache files by the qualified name: one entry per
     # divergence, constants and source version, never a neighbour's kernel
     suffix = "".join(f"[{name}={value!r}]" for name, value in constants)
-    suffix += "[serial]" if serial and fn.template_options[1] else ""
     copy.__qualname__ = f"{fn.__qualname__}[{key or f'{id(copy):x}'}]{suffix}"
-    signature, parallel, contract = fn.template_options
+    signature, parallel, contract, inline = fn.template_options
     options: dict[str, object] = {"cache": key is not None}
     if contract:
         options["fastmath"] = CONTRACT
-    if parallel and not serial:
+    if inline:
+        options["inline"] = "always"
+    if parallel:
         return parallel_kernel(signature, **options)(copy)
     return jit(signature, **options)(copy) if signature is not None else jit(**options)(copy)
 

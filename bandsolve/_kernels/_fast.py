@@ -59,7 +59,7 @@ from ._factory import template
 from ._solver import LOG_SMALLEST_NORMAL as _LOG_SMALLEST_NORMAL
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
-from ._vecmath import _bits, _float, _int_to_float, vexp, vexp_parts, vexpm1, vjit
+from ._vecmath import _bits, _float, _int_to_float, ir_inlined, vexp, vexp_parts, vexpm1, vjit
 
 # The table: sides x binades x pieces rows of cubic coefficients
 BINADES = 60  # t = min(p, 1 - p) in [2^-60, 1)
@@ -133,42 +133,46 @@ def table_from_nodes(values):
     return np.ascontiguousarray(coefficients)
 
 
-@vjit
-def _start(table, t, side):
-    """The table's v at t = min(p, 1 - p) on ``side``; NaN outside it."""
+@ir_inlined
+def _locate(t, side):
+    """(row, local variable s in [-1, 1), whether t lies inside the table) of
+    t = min(p, 1 - p) on ``side``. The row is clamped into the table, so that
+    the loads that follow are unconditional; no array comes in, so none is
+    reference-counted inside the loop (an array passed to an inlined
+    function is, and its incref/decref calls kept LLVM from unrolling the
+    loads)."""
     bits = _bits(t)
     binade = (bits >> 52) - (1023 + LOWEST_EXPONENT)
     inside = 0 <= binade < BINADES
-    # a row clamped into the table and a select, not an early return: the
-    # loads are then unconditional, which lets LLVM gather them in SIMD
     binade = min(max(binade, 0), BINADES - 1)
     row = side * ROWS_PER_SIDE + binade * PIECES + ((bits >> _LOCAL_BITS) & _PIECE_MASK)
     s = _int_to_float(bits & _LOCAL_MASK) * _LOCAL_SCALE - 1.0
-    value = table[row, DEGREE]
-    for k in range(DEGREE - 1, -1, -1):
-        value = value * s + table[row, k]
-    return value if inside else math.nan
-
-
-@vjit
-def _past(p, pc, edge_p, edge_pc):
-    """logit p > logit edge_p, compared on the side where both are exact."""
-    return p > edge_p if edge_p <= 0.5 else pc < edge_pc
+    return row, s, inside
 
 
 @template(slots=("VECTOR_FORM", "LOG_VECTOR_FORM"), constants=("FROM_LOGP",), contract=True)
-def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
+def polish_block(x, delta, theta, g_rel_error, lower_at_one, start_upper, start_lower,
                  lower, upper, status):
-    """The polish pass over one block: bounds and status from the starts.
+    """The polish pass over one block: bounds and status from the starts;
+    returns (flagged, outside): the elements left to the root finder, and
+    those outside the domain (p not in [0, 1], log p not <= 0, NaN), which
+    the caller refuses with the validation's message (the range check of a
+    large batch, counted in this pass instead of a pass of its own).
 
     A loop of its own, compiled apart from the gather: LLVM vectorises a
     flat loop over arrays it can check for overlap at run time, and not the
-    same loop nested in the chunk and block loops.
+    same loop nested in the chunk and block loops. It holds no saturation
+    test: the tables do (``tables_from``), with a start of +inf where a bound
+    is saturated (the step then keeps the saturated bound exactly, as the
+    root finder does) and NaN next to a threshold (flagged). p = 0 and
+    p = 1 are exact here, the lower bound at p = 1 (``lower_at_one``) solved
+    with the tables.
     """
     def polish(a, b, inv_a, delta, inv_delta, theta, v, upper):
         """One Newton step from v = -log u2 for the margin with (a, b), and
         inv_a = 1/a; returns the bound (the margin m for the upper side,
-        u2 = 1 - m/b for the lower) and whether the certificate holds."""
+        u2 = 1 - m/b for the lower), whether the certificate holds, and
+        whether the start lay past V_CAP (the bound is then its limit)."""
         beyond = v > V_CAP
         v = V_CAP if beyond else v
         # u2 = e^-v, u2 - 1 = -s and u2 - 1 - log u2, each to full relative
@@ -196,63 +200,65 @@ def polish_block(x, delta, theta, g_rel_error, edges, start_upper, start_lower,
         log_ratio = excess * (1.0 - excess * (0.5 - excess * (1.0 / 3.0)))
         dx = -log_ratio * inv_dpsi
         truncation = dx * dx * (1.0 + inv_dpsi)
-        truncation = truncation if abs(excess) <= EXCESS_MAX else math.inf
         rounding = g_rel_error * inv_dpsi
+        # the two error terms, each as a share of its limit: the step is
+        # certified where the larger, carried onto the bound, is at most 1.
+        # Selects and bitwise ands only (no branch, one comparison per test):
+        # the certificate cost a quarter of the loop written with and/or
+        relative = max(truncation * (1.0 / TRUNCATION_LIMIT), rounding * (1.0 / ROUNDING_LIMIT))
+        close = abs(excess) <= EXCESS_MAX
         if upper:
             # m moves by m u2 dx: relative error u2 (error in x)
             bound = m + m * (u2 * dx)
-            ok = truncation * u2 <= TRUNCATION_LIMIT and rounding * u2 <= ROUNDING_LIMIT
+            ok = close & (relative * u2 <= 1.0)
         else:
             # u2 moves by u2 s dx: the allowance is relative to min(u2, s)
             bound = u2 - u2 * (s * dx)
-            scale = max(s, u2)
-            ok = (truncation * scale <= TRUNCATION_LIMIT and rounding * scale <= ROUNDING_LIMIT) \
-                or (truncation + rounding) * (s * u2) <= ABSOLUTE_LIMIT
+            ok = close & ((relative * max(s, u2) <= 1.0)
+                          | ((truncation + rounding) * (s * u2) <= ABSOLUTE_LIMIT))
         if beyond:
-            # the start lies past V_CAP: if g < delta there, so does the root,
-            # and the bound is its limit m = b, u2 = 0 to within the allowance
+            # the start lies past V_CAP: if g < delta there, so does the root
+            # (or the bound saturates, where the table says +inf), and the
+            # bound is its limit m = b, u2 = 0 to within the allowance
             limit = b if upper else 0.0
-            return limit, excess < 0.0
+            return limit, excess < 0.0, True
         # v <= 0 is no margin (m <= 0): only an interpolation gone wrong gives it
-        return bound, ok and v > 0.0
+        return bound, ok & (v > 0.0), False
 
-    up_in_p, up_in_pc, up_out_p, up_out_pc = edges[0], edges[1], edges[2], edges[3]
-    lo_out_p, lo_out_pc, lo_in_p, lo_in_pc = edges[4], edges[5], edges[6], edges[7]
     inv_delta = 1.0 / delta
     flagged = 0
+    outside = 0
     for i in range(x.size):
         xi = x[i]
         if FROM_LOGP:
             p = vexp(xi)
             pc = 0.0 - vexpm1(xi)
+            outside += not xi <= 0.0  # NaN too
         else:
             p = xi
             pc = 1.0 - xi
+            outside += not ((xi >= 0.0) & (xi <= 1.0))
         inv_p = 1.0 / p
-        m_hi, ok_hi = polish(p, pc, inv_p, delta, inv_delta, theta, start_upper[i], True)
-        u2_lo, ok_lo = polish(pc, p, 1.0 / pc, delta, inv_delta, theta, start_lower[i], False)
+        m_hi, ok_hi, beyond_hi = polish(p, pc, inv_p, delta, inv_delta, theta, start_upper[i],
+                                        True)
+        u2_lo, ok_lo, _ = polish(pc, p, 1.0 / pc, delta, inv_delta, theta, start_lower[i],
+                                 False)
         # the simplex cap 1/p: from log p, e^(-log p) rounded down (1/p of a
         # rounded p can exceed it by an ulp)
         cap = _cap_from_logp(xi) if FROM_LOGP else inv_p
-        upper_saturated = _past(p, pc, up_out_p, up_out_pc)
-        upper_interior = not _past(p, pc, up_in_p, up_in_pc)
-        lower_saturated = not _past(p, pc, lo_out_p, lo_out_pc)
-        lower_interior = _past(p, pc, lo_in_p, lo_in_pc)
-        keep = (upper_saturated or (upper_interior and ok_hi)) and \
-            (lower_saturated or (lower_interior and ok_lo))
         empty = p == 0.0
+        certain = pc == 0.0  # p = 1: the band is [lower_at_one, 1]
         upper[i] = math.inf if empty else (
-            cap if upper_saturated else min(1.0 + m_hi * inv_p, cap))
-        lower[i] = 0.0 if empty or lower_saturated else u2_lo
+            1.0 if certain else (cap if beyond_hi else min(1.0 + m_hi * inv_p, cap)))
+        lower[i] = 0.0 if empty else (lower_at_one if certain else u2_lo)
+        keep = (ok_hi & ok_lo) | empty | certain
         if FROM_LOGP:
             # p below 2^-1022 (subnormal or 0) from a finite log p: p is
             # rounded, and the root finder takes log p itself
-            keep = (keep and not xi < _LOG_SMALLEST_NORMAL) or xi == -math.inf
-        else:
-            keep = keep or empty
+            keep = (keep & (xi >= _LOG_SMALLEST_NORMAL)) | (xi == -math.inf)
         status[i] = STATUS_OK if keep else STATUS_UNCERTIFIED
         flagged += 0 if keep else 1
-    return flagged
+    return flagged, outside
 
 
 @vjit
@@ -270,13 +276,22 @@ def _cap_from_logp(log_p):
 
 @template(constants=("FROM_LOGP",), contract=True)
 def gather_block(x, table_upper, table_lower, start_upper, start_lower):
-    """The gather pass over one block: the table's starts of both bounds.
+    """The gather pass over one block: the table's starts of both bounds, v
+    at t = min(p, 1 - p) by Horner's rule in the piece's quintic, NaN outside
+    the table.
 
     A function of its own, as ``polish_block`` is, rather than a loop nested
-    in ``band_fast``'s chunk and block loops: measured 8-11% less CPU time
-    for js and alpha:2, 1-3% for kl (benchmarks/RESULTS.md, second round).
-    The loop itself stays scalar (LLVM does not emit gathers for it on the
-    machine measured); the gain is in how the parallel kernel compiles.
+    in ``band_fast``'s chunk and block loops (measured 8-11% less CPU time
+    for js and alpha:2, 1-3% for kl, benchmarks/RESULTS.md). Scalar: LLVM
+    vectorises the loop only where the tables' memory is known apart from
+    the starts' (numba does not mark arguments noalias), and where it was
+    told so, its vgather code took 6.1 ns an element against 4.2 for this
+    loop on the machine measured (AMD Zen 4; benchmarks/RESULTS.md, issue
+    41). Both tables' rows are read in one loop of Horner steps, with no
+    array handed to an inlined function: 8.7 ns an element before, 6.9 now.
+    One table of both bounds' rows, each two aligned cache lines, measured
+    6.5 ns alone and 3 ns an element slower in the whole kernel (its 491 kB
+    against the two tables' 368 kB, beside the batch streaming through).
     """
     for j in range(x.size):
         xi = x[j]
@@ -285,32 +300,39 @@ def gather_block(x, table_upper, table_lower, start_upper, start_lower):
         else:
             p, pc = xi, 1.0 - xi
         side = 1 if p > 0.5 else 0
-        t = pc if side else p
-        start_upper[j] = _start(table_upper, t, side)
-        start_lower[j] = _start(table_lower, t, side)
+        row, s, inside = _locate(pc if side else p, side)
+        upper = table_upper[row, DEGREE]
+        lower = table_lower[row, DEGREE]
+        for k in range(DEGREE - 1, -1, -1):
+            upper = upper * s + table_upper[row, k]
+            lower = lower * s + table_lower[row, k]
+        start_upper[j] = upper if inside else math.nan
+        start_lower[j] = lower if inside else math.nan
 
 
-_FAST_SIG = types.int64(
-    InVec, types.float64, types.float64, types.float64,
+_FAST_SIG = types.UniTuple(types.int64, 2)(
+    InVec, types.float64, types.float64, types.float64, types.float64,
     types.Array(types.float64, 2, "C", readonly=True),
     types.Array(types.float64, 2, "C", readonly=True),
-    InVec, OutVec, OutVec, types.int8[::1],
+    OutVec, OutVec, types.int8[::1],
 )
 
 
 @template(_FAST_SIG, parallel=True, calls=(gather_block, polish_block), contract=True)
-def band_fast(x, delta, theta, g_rel_error, table_upper, table_lower, edges,
+def band_fast(x, delta, theta, g_rel_error, lower_at_one, table_upper, table_lower,
               lower, upper, status):
     """Bounds of every element of ``x`` (p, or log p where ``FROM_LOGP``) for
     one delta; status[i] = STATUS_UNCERTIFIED where element i needs the root
-    finder, else STATUS_OK.
+    finder, else STATUS_OK. Returns (flagged, outside): the number of flagged
+    elements, and of those outside the domain (``polish_block``).
 
-    ``edges`` holds the saturation edges (p, 1 - p) at logit p = threshold
-    -+ THRESHOLD_MARGIN: upper threshold minus, plus, then lower minus, plus.
-    Returns the number of flagged elements.
+    (The blocks' loop moved into a function of its own, called once per
+    chunk, compiled no faster: numba's parallel lowering costs about 1 s of
+    a first call whatever the body, and typed that function twice.)
     """
     n = x.size
     flagged = 0
+    outside = 0
     for chunk in prange((n + CHUNK - 1) // CHUNK):
         start_upper = np.empty(BLOCK)
         start_lower = np.empty(BLOCK)
@@ -319,22 +341,26 @@ def band_fast(x, delta, theta, g_rel_error, table_upper, table_lower, edges,
             last = min(first + BLOCK, chunk_end)
             gather_block(x[first:last], table_upper, table_lower,
                          start_upper[:last - first], start_lower[:last - first])
-            flagged += polish_block(x[first:last], delta, theta, g_rel_error, edges,
-                                    start_upper[:last - first], start_lower[:last - first],
-                                    lower[first:last], upper[first:last], status[first:last])
-    return flagged
+            block_flagged, block_outside = polish_block(
+                x[first:last], delta, theta, g_rel_error, lower_at_one,
+                start_upper[:last - first], start_lower[:last - first],
+                lower[first:last], upper[first:last], status[first:last])
+            flagged += block_flagged
+            outside += block_outside
+    return flagged, outside
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class FastTables:
     """What the fast path needs for one divergence and one delta: the start
-    tables (read-only) and the saturation edges (``Kernels.fast_tables``)."""
+    tables (read-only, saturation marked in them) and the lower bound at
+    p = 1 (``Kernels.fast_tables``)."""
 
     divergence: object
     delta: float
     upper: np.ndarray
     lower: np.ndarray
-    edges: np.ndarray
+    lower_at_one: float
 
 
 def node_logits():
@@ -344,13 +370,17 @@ def node_logits():
     return np.where(side == 1, -z, z)
 
 
-def _sigmoid_pairs(z):
-    """(sigmoid(z), sigmoid(-z)) for each z, both to full relative precision."""
-    z = np.asarray(z, dtype=np.float64)
-    with np.errstate(over="ignore"):
-        e = np.exp(-np.abs(z))
-    near, far = 1.0 / (1.0 + e), e / (1.0 + e)
-    return np.where(z >= 0, near, far), np.where(z >= 0, far, near)
+def _row_logits():
+    """(z at one end, z at the other) of every row's range of t, in table
+    order: a row spans t from 2^e (1 + k/32) to 2^e (1 + (k + 1)/32), and z
+    is logit t on side 0, logit(1 - t) = -logit t on side 1."""
+    exponents = np.arange(LOWEST_EXPONENT, 0)
+    pieces = np.arange(PIECES + 1, dtype=np.float64)
+    ends = np.ldexp(1.0 + pieces / PIECES, exponents[:, None])  # binade x piece edge
+    with np.errstate(divide="ignore"):  # t = 1 ends the last binade: z = inf
+        z = np.log(ends) - np.log1p(-ends)
+    first, last = z[:, :-1].reshape(-1), z[:, 1:].reshape(-1)
+    return np.concatenate([first, -first]), np.concatenate([last, -last])
 
 
 def mirrored_unknown(x):
@@ -361,15 +391,34 @@ def mirrored_unknown(x):
         return np.maximum(x, 0.0) + np.log1p(np.exp(-np.abs(x)))
 
 
-def tables_from(divergence, delta: float, x_upper, x_lower, thresholds) -> FastTables:
+def _mark_saturation(table, threshold: float, upper: bool) -> None:
+    """Rows wholly past the threshold (by more than THRESHOLD_MARGIN in
+    logit p) start at +inf, the saturated bound; rows within the margin of
+    it start at NaN (flagged). The upper bound saturates above its
+    threshold, the lower below; an infinite threshold means never (+inf for
+    the upper bound, -inf for the lower) or everywhere (the other)."""
+    if threshold == (math.inf if upper else -math.inf):
+        return
+    ends = _row_logits()
+    low, high = np.minimum(*ends), np.maximum(*ends)
+    if upper:
+        past = low > threshold + THRESHOLD_MARGIN
+        near = ~past & (high >= threshold - THRESHOLD_MARGIN)
+    else:
+        past = high < threshold - THRESHOLD_MARGIN
+        near = ~past & (low <= threshold + THRESHOLD_MARGIN)
+    table[past] = 0.0
+    table[past, 0] = math.inf
+    table[near] = math.nan
+
+
+def tables_from(divergence, delta: float, x_upper, x_lower, thresholds,
+                lower_at_one: float) -> FastTables:
     """The tables of v = :func:`mirrored_unknown` from the root finder's x at
-    ``node_logits()``, and the saturation edges from the thresholds (upper,
-    lower) in logit p."""
-    edge_z = [thresholds[0] - THRESHOLD_MARGIN, thresholds[0] + THRESHOLD_MARGIN,
-              thresholds[1] - THRESHOLD_MARGIN, thresholds[1] + THRESHOLD_MARGIN]
-    edge_p, edge_pc = _sigmoid_pairs(edge_z)
-    edges = np.ascontiguousarray(np.stack([edge_p, edge_pc], axis=1).reshape(-1))
+    ``node_logits()``, with the saturation of each bound marked in them from
+    its threshold (upper, lower) in logit p."""
     tables = [table_from_nodes(mirrored_unknown(x)) for x in (x_upper, x_lower)]
-    for array in (*tables, edges):
-        array.setflags(write=False)
-    return FastTables(divergence, float(delta), tables[0], tables[1], edges)
+    for table, threshold, upper in zip(tables, thresholds, (True, False)):
+        _mark_saturation(table, threshold, upper)
+        table.setflags(write=False)
+    return FastTables(divergence, float(delta), tables[0], tables[1], float(lower_at_one))

@@ -172,38 +172,6 @@ def closed_form(fn):
     return jit(fn)
 
 
-def compiled_on_first_call(signature):
-    """``jit(signature)``, compiled at the first call instead of at import
-    (numba compiles a function with a signature where it is decorated)."""
-
-    def decorate(fn):
-        return _CompiledOnFirstCall(fn, signature)
-
-    return decorate
-
-
-class _CompiledOnFirstCall:
-    """A function compiled for ``signature`` at its first call;
-    ``dispatcher()`` is the compiled dispatcher. No functools cache: torch's
-    dynamo, tracing a compiled graph into the validation, warns at one (an
-    error under warnings-as-errors), and two threads that both compile only
-    waste the second compile."""
-
-    def __init__(self, fn, signature):
-        functools.update_wrapper(self, fn)
-        self._fn = fn
-        self._signature = signature
-        self._compiled = None
-
-    def dispatcher(self):
-        if self._compiled is None:
-            self._compiled = jit(self._signature)(self._fn)
-        return self._compiled
-
-    def __call__(self, *args):
-        return self.dispatcher()(*args)
-
-
 @scaled_conjugate
 def scaled_conjugate_unknown(s, v, x, theta):
     """The default ``Divergence.scaled_conjugate``: no overflow-free form, so

@@ -1,14 +1,17 @@
 """The band on torch tensors: ``band`` / ``band_from_logp``, mirroring the numpy API.
 
-For one (divergence, delta, max_ratio) they build a :class:`BandTable` once on
-the host (a few thousand float64 root solves and a dense check against the
-numpy core, about 0.1 s), keep it per device and dtype, and from then on each
-call is pure tensor arithmetic (``bandsolve.torch.device_table``; eagerly on
-the CPU, one fused loop compiled on the first call). float64 on the CPU is
-the numpy core itself, on the tensor's memory. Under
-``torch.compile(fullgraph=True)`` the table is fetched by one custom op and
-evaluated in the graph, where it fuses; in CUDA graphs the hot path is a
-:class:`BandTable` built outside the captured region and called inside it.
+On the CPU they are the numpy core, on the tensor's values in float64 (for
+float64 the tensor's memory itself), eagerly and compiled alike: nothing
+compiles but the core's numba kernels, on the first call of an install.
+Elsewhere (a GPU), for one (divergence, delta, max_ratio), they build a
+:class:`BandTable` once on the host (a few thousand float64 root solves and
+a dense check against the numpy core, about 0.1 s), keep it per device, and
+from then on each call is pure tensor arithmetic
+(``bandsolve.torch.device_table``), op by op eagerly. Under
+``torch.compile(fullgraph=True)`` the CPU's core is one custom op, and off
+the CPU the table is fetched by one custom op and evaluated in the graph,
+where it fuses; in CUDA graphs the hot path is a :class:`BandTable` built
+outside the captured region and called inside it.
 """
 
 from __future__ import annotations
@@ -19,13 +22,22 @@ import math
 import numpy as np
 import torch
 
-from .. import _validate, api
+from .. import _solve, _validate
 from .. import table as _table
 from ..divergences import DivergenceLike, get_divergence
 from ..table.data import DEGREE, INTERVALS_PER_SIGN
 from .device_table import BandTable, PackedTable, TensorBounds, evaluate_packed
 from .out import check_out, write_into
-from .validation import Validate, check_values, compute_dtype, invalid, validation_mode
+from .validation import (
+                         BandArguments,
+                         Validate,
+                         any_invalid,
+                         band_arguments,
+                         check_values,
+                         compute_dtype,
+                         invalid,
+                         validation_mode,
+)
 
 __all__ = ["band", "band_from_logp"]
 
@@ -45,8 +57,8 @@ def _host_table(divergence, delta: float, max_ratio: float) -> _table.BandTableD
             f"bandsolve.torch cannot tabulate {data.divergence} at delta={delta!r} to its "
             f"promised accuracy (the table's certified rtol is {data.rtol:.3g}, above "
             f"{_EAGER_RTOL_LIMIT:g}; tables are certified exactly for delta from 1e-6 to 10): "
-            "use float64 tensors on the CPU or the numpy API bandsolve.band, which solve "
-            "every delta, or BandTable.build to accept this certificate")
+            "use tensors on the CPU or the numpy API bandsolve.band, which solve every "
+            "delta, or BandTable.build to accept this certificate")
     return data
 
 
@@ -57,24 +69,12 @@ def _device_table(divergence, delta: float, max_ratio: float, device: torch.devi
 
 
 @torch.compiler.assume_constant_result
-def _checked_arguments(delta, divergence, max_ratio):
-    """(divergence key, delta, cap) after the checks of the numpy API.
-
-    The key is the registry name where ``divergence`` is registered (so the
-    custom op below can carry it), else the Divergence itself. Marked
-    constant for torch.compile: it depends on Python values only.
-    """
-    div = get_divergence(divergence)
-    delta_arr = _validate.check_delta(delta)
-    if delta_arr.ndim != 0:
-        raise ValueError("bandsolve.torch takes one delta per call (a float); for "
-                         "per-element deltas use the numpy API bandsolve.band")
-    cap = float(_validate.check_max_ratio(max_ratio))
-    try:
-        key = div.name if get_divergence(div.name) == div else div
-    except ValueError:
-        key = div
-    return key, float(delta_arr), cap
+def _traced_arguments(delta, divergence, max_ratio):
+    """(divergence key, delta, cap) of :func:`band_arguments`, for a traced call
+    with a divergence that is not a name; marked constant for torch.compile
+    (it depends on Python values only)."""
+    arguments = band_arguments(delta, divergence, max_ratio)
+    return arguments.divergence, arguments.delta, arguments.max_ratio
 
 
 def _delta_tensor(delta) -> torch.Tensor:
@@ -91,22 +91,30 @@ def _host_value(delta: torch.Tensor) -> float:
     return float(delta.numpy())
 
 
+def _arguments_at_run_time(delta: torch.Tensor, divergence: str, max_ratio: float
+                           ) -> BandArguments:
+    """The custom ops' arguments, checked when the op runs: traced, they
+    arrive unchecked (a delta may be a symbolic float there, which no host
+    check can read), and are checked here with the numpy API's messages
+    (once per distinct value: :func:`band_arguments`)."""
+    return band_arguments(_host_value(delta), divergence,
+                          None if max_ratio == math.inf else max_ratio)
+
+
 @torch.library.custom_op("bandsolve::band", mutates_args=())
 def _band_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: float,
              from_logp: bool, validate: str) -> tuple[torch.Tensor, torch.Tensor]:
     """The band as one opaque op, so that ``band`` / ``band_from_logp`` trace
     under torch.compile(fullgraph=True): building or fetching the table is
-    host work the compiler must not see. Under the compiler the arguments
-    arrive unchecked (a delta may be a symbolic float there), so the op checks
-    them itself, at run time, with the numpy API's messages. Outputs are
-    contiguous whatever the input's layout, as the fake kernel says.
+    host work the compiler must not see. Eager calls do not go through it.
+    Outputs are contiguous whatever the input's layout, as the fake kernel
+    says.
 
     delta comes as a 0-dim float64 CPU tensor, as for ``bandsolve::band_table``:
     as a float, it made a compiled float64 call recompile for every new delta
     of a schedule (about 1 s each)."""
-    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
-                                               None if max_ratio == math.inf else max_ratio)
-    lower, upper = _evaluate(x, delta, key, max_ratio, from_logp, validate)
+    lower, upper = _evaluate(x, _arguments_at_run_time(delta, divergence, max_ratio),
+                             from_logp, validate)
     return lower.contiguous(), upper.contiguous()
 
 
@@ -125,9 +133,7 @@ def _table_op(x: torch.Tensor, delta: torch.Tensor, divergence: str, max_ratio: 
     delta comes as a 0-dim float64 CPU tensor: a float argument of a custom
     op makes inductor specialise the graph on its value, one recompile per
     new delta of a schedule (1-10 s for the fused kernel); a tensor does not."""
-    key, delta, max_ratio = _checked_arguments(_host_value(delta), divergence,
-                                               None if max_ratio == math.inf else max_ratio)
-    table = _device_table(key, delta, max_ratio, x.device)
+    table = _table_of(_arguments_at_run_time(delta, divergence, max_ratio), x.device)
     dtype = table._prepare(x, validate, from_logp)  # type: ignore[arg-type]  # a mode
     coefficients, scalars, two_sided = table._packed[dtype].clone()
     return coefficients, scalars, two_sided
@@ -140,32 +146,64 @@ def _table_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
             x.new_empty((6,), dtype=dtype), x.new_empty((2,), dtype=torch.int64))
 
 
-def _evaluate(x, delta, divergence, max_ratio, from_logp, validate):
-    """float64 on the CPU: the numpy core itself, on the tensor's memory;
-    everything else: the device table."""
-    if x.dtype == torch.float64 and x.device.type == "cpu":
-        return _numpy_core(x, delta, divergence, max_ratio, from_logp, validate)
-    table = _device_table(divergence, delta, max_ratio, x.device)
-    return table(x, validate=validate) if from_logp else table.from_p(x, validate=validate)
+def _table_of(arguments: BandArguments, device: torch.device) -> BandTable:
+    return _device_table(arguments.divergence, arguments.delta, arguments.max_ratio, device)
 
 
-def _numpy_core(x, delta, divergence, max_ratio, from_logp, validate):
-    # the torch messages, as on every other path
+def _evaluate(x, arguments: BandArguments, from_logp: bool, validate: str):
+    """The band of checked arguments (trusted), with the value checks of
+    ``validate``: on the CPU the numpy core (every dtype), elsewhere the
+    device table."""
+    if x.device.type == "cpu":
+        return _numpy_core(x, arguments, from_logp, validate)
+    table = _table_of(arguments, x.device)
+    mode: Validate = validate  # type: ignore[assignment]  # a mode, which the table reads too
+    return table(x, validate=mode) if from_logp else table.from_p(x, validate=mode)
+
+
+def _numpy_core(x, arguments: BandArguments, from_logp: bool, validate: str):
+    """The numpy core on a CPU tensor's values in float64, after the torch
+    value checks (the core trusts them: no second scan).
+
+    float64: ``bandsolve.band_from_logp`` (or ``band``) itself, on the
+    tensor's memory, bit for bit. float32 and half: the core's fast path
+    from ``_bind.INTERPRET_MAX`` elements (below, the root finder,
+    interpreted), with the tables of ``_solve.BAND_TABLES`` (a trainer calls
+    with one delta every step), rounded to float32: to nearest, and
+    the upper bound one float32 step down where nearest rounded it up, so
+    that ``upper <= 1/p`` holds as in float64 (beyond float32's range, inf).
+    No compile but the core's numba kernels, once, which no later batch size
+    compiles again, 1 included."""
     check_values(x, from_logp, validate, "logp" if from_logp else "p")
-    values = x.detach().contiguous().numpy()
+    flat = x.detach().reshape(-1)
+    values = flat.to(torch.float64).contiguous().numpy()
     # only without validation (the CPU check above is synchronous: it raised)
-    is_invalid = invalid(x.detach(), from_logp).numpy() if validate == "off" \
-        else np.zeros(0, dtype=bool)
-    any_invalid = bool(is_invalid.any())
-    if any_invalid:  # solve a valid stand-in, then NaN bounds, as the table gives
+    is_invalid = None
+    if validate == "off" and flat.numel() and bool(any_invalid(flat, from_logp)):
+        # solve a valid stand-in, then NaN bounds, as the table gives
+        is_invalid = invalid(flat, from_logp).numpy()
         values = np.where(is_invalid, 0.0 if from_logp else 0.5, values)
-    solve = api.band_from_logp if from_logp else api.band
-    lower, upper = solve(values, delta, divergence,
-                         max_ratio=None if max_ratio == math.inf else max_ratio)
-    if any_invalid:
+    div = get_divergence(arguments.divergence)
+    request = _validate.checked_request(values, from_logp, arguments.delta, div,
+                                        arguments.max_ratio)
+    if x.dtype == torch.float64:
+        lower, upper = _solve.solve(request)
+    else:
+        fast = _solve.cached_fast_tables(div, arguments.delta, values.size)
+        lower, upper = _rounded_to_float32(*_solve.solve(request, fast=fast))
+    if is_invalid is not None:
         lower[is_invalid] = np.nan
         upper[is_invalid] = np.nan
-    return torch.from_numpy(lower), torch.from_numpy(upper)
+    return torch.from_numpy(lower).view(x.shape), torch.from_numpy(upper).view(x.shape)
+
+
+def _rounded_to_float32(lower: np.ndarray, upper: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    with np.errstate(all="ignore"):  # past float32's range: inf, as intended
+        lower32 = lower.astype(np.float32)
+        upper32 = upper.astype(np.float32)
+    rounded_up = (upper32 > upper) & np.isfinite(upper32)
+    np.nextafter(upper32, np.float32(0.0), out=upper32, where=rounded_up)
+    return lower32, upper32
 
 
 #: A user's Divergence is solved on the host (its numba generator), which
@@ -181,20 +219,20 @@ def _band_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     return (x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape, dtype=dtype))
 
 
-def _built_in(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+def _traced(x, delta, divergence: str, cap: float, from_logp: bool, mode: str):
+    """The band inside a compiled region: arguments unchecked (the ops check
+    them when they run). On the CPU the numpy core, as eagerly (the same
+    bits), through the op ``bandsolve::band``; elsewhere the table is fetched
+    by one opaque op and evaluated in the graph, where it fuses with the
+    caller's code as a BandTable called there does."""
     delta_tensor = _delta_tensor(delta)
-    if (x.dtype == torch.float64 and x.device.type == "cpu") \
-            or not torch.compiler.is_compiling():
-        # eager, one op (the table's evaluation inside it runs fused on the
-        # CPU); float64 on the CPU is the numpy core, compiled or not
+    if x.device.type == "cpu":
         return _band_op(x, delta_tensor, divergence, cap, from_logp, mode)
-    # compiled: the table fetched by one opaque op, evaluated in the graph,
-    # where it fuses with the caller's code as a BandTable called there does
     table = PackedTable(*_table_op(x, delta_tensor, divergence, cap, from_logp, mode))
     return evaluate_packed(x, table, from_logp)
 
 
-def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
+def _check_input(x) -> None:
     if not isinstance(x, torch.Tensor):
         raise TypeError(f"expected a torch.Tensor, got {type(x).__name__}")
     if x.layout != torch.strided:
@@ -207,25 +245,32 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
                          "move it to a real device first (bounds cannot be computed from a "
                          "shape)")
     compute_dtype(x.dtype)  # TypeError for non-float input, before the op
+
+
+def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Validate):
+    _check_input(x)
     mode = validation_mode(validate)
-    if torch.compiler.is_compiling() and isinstance(divergence, str):
+    if torch.compiler.is_compiling():
+        if not isinstance(divergence, str):
+            key, delta, cap = _traced_arguments(delta, divergence, max_ratio)
+            if not isinstance(key, str):
+                # the host solve of a user's numba generator cannot be traced:
+                # say so, rather than let dynamo fail inside numpy
+                raise TypeError(
+                    f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
+                    "torch.compile, build a table for it outside the compiled function "
+                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
+                    "table inside, or call bandsolve.torch outside the compiled region")
+            return _traced(x.detach(), delta, key, cap, from_logp, mode)
         # traced: delta may be a symbolic float (a schedule of deltas makes
         # dynamo generalise it after the first recompile), which no host
         # check can read; the op checks its arguments when it runs
-        return _built_in(x.detach(), delta, divergence,
-                         math.inf if max_ratio is None else max_ratio, from_logp, mode)
-    key, delta, cap = _checked_arguments(delta, divergence, max_ratio)
-    if isinstance(key, str):
-        return _built_in(x.detach(), delta, key, cap, from_logp, mode)
-    if torch.compiler.is_compiling():
-        # the host solve of a user's numba generator cannot be traced: say so,
-        # rather than let dynamo fail inside numpy
-        raise TypeError(
-            f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
-            "torch.compile, build a table for it outside the compiled function "
-            "(bandsolve.torch.BandTable.build(divergence, delta)) and call the table "
-            "inside, or call bandsolve.torch outside the compiled region")
-    return _evaluate_eagerly(x, delta, key, cap, from_logp, mode)  # a user-defined Divergence
+        return _traced(x.detach(), delta, divergence,
+                       math.inf if max_ratio is None else max_ratio, from_logp, mode)
+    arguments = band_arguments(delta, divergence, max_ratio)
+    if isinstance(arguments.divergence, str):
+        return _evaluate(x.detach(), arguments, from_logp, mode)
+    return _evaluate_eagerly(x.detach(), arguments, from_logp, mode)  # a user-defined Divergence
 
 
 def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike = "kl", *,
@@ -294,13 +339,14 @@ def band_from_logp(logp: torch.Tensor, delta: float, divergence: DivergenceLike 
         "sync" (``True`` on the CPU), NaN, +inf or log p > 0; ``out``
         of another shape or device, or sharing memory with the input or
         with each other; a delta whose table cannot be certified to
-        rtol <= 1e-5 where a table is used (float32/16 input, or float64
-        off the CPU; the certificate is exact for delta from 1e-6 to 10).
+        rtol <= 1e-5 where a table is used (off the CPU; the certificate is
+        exact for delta from 1e-6 to 10).
 
-    The first call for a (divergence, delta, max_ratio, device) builds the
-    table (about 0.1 s); later calls reuse it. On the CPU the first call of
-    a process also compiles the fused evaluation (seconds; see
-    docs/torch.md, "Eager calls on the CPU").
+    On the CPU the first call of an install compiles the numpy core's
+    kernels (numba, seconds; docs/performance.md has the measured first
+    calls), and later sizes compile nothing. Off the CPU the first call for
+    a (divergence, delta, max_ratio, device) builds the table (about 0.1 s);
+    later calls reuse it.
     """
     checked = check_out(out, logp, "logp")
     return write_into(_dispatch(logp, delta, divergence, max_ratio, True, validate), checked)

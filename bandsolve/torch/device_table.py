@@ -4,13 +4,13 @@ The table's fields (``bandsolve.table``) become tensors per dtype on one
 device, and a call is ``bandsolve.table.evaluate.bounds`` in torch: a gather
 and Horner's rule, a fixed amount of work per element, no host
 synchronisation and no data-dependent shapes, so it runs under
-``torch.compile(fullgraph=True)`` and in CUDA graphs.
+``torch.compile(fullgraph=True)`` and in CUDA graphs. Called eagerly it runs
+op by op and compiles nothing; compiled, it fuses with the caller's code.
 """
 
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 from typing import NamedTuple
 
@@ -28,7 +28,7 @@ TensorBounds = tuple[torch.Tensor, torch.Tensor]
 Device = str | torch.device | None
 
 __all__ = ["BandTable", "TensorBounds", "Device", "TORCH_OPS", "PackedTable", "evaluate",
-           "evaluate_packed", "KERNEL_ENV"]
+           "evaluate_packed"]
 
 
 class _Side:
@@ -121,79 +121,12 @@ TORCH_OPS = _evaluate_table.ArrayOps(
     gather=_gather, eps=lambda x: torch.finfo(x.dtype).eps)
 
 
-#: Set BANDSOLVE_TORCH_KERNEL=aten to run eager calls op by op in ATen.
-KERNEL_ENV = "BANDSOLVE_TORCH_KERNEL"
-_kernel = None  # None: not made yet; False: off (by the variable)
-#: The device types whose fused kernel could not be built (no C++ compiler for
-#: the CPU, no Triton for CUDA): their eager calls run op by op.
-_unbuildable: set[str] = set()
-#: Where eager calls go through the fused kernel: inductor generates C++ for
-#: the CPU and Triton for CUDA from the same graph.
-_FUSED_DEVICE_TYPES = frozenset({"cpu", "cuda"})
-
-
-def _fused_kernel():
-    """:func:`evaluate_packed` compiled by inductor for eager calls on the
-    CPU and on CUDA: one fused loop (one kernel launch) instead of about a
-    hundred ATen passes over the tensor (each a read and a write of it, with
-    a temporary, and on a GPU a launch each). On the CPU 4-8x faster at
-    524,288 tokens; on a GPU op by op the launches made an eager call
-    60-190x a clamp (benchmarks/gpu.md).
-    Shapes are dynamic (one compile per device type, dtype and direction,
-    kept in inductor's disk cache), and the table enters as tensors of fixed
-    shapes, so a new delta, divergence or tensor size compiles nothing. It is
-    also the very code a user's ``torch.compile`` fuses, so eager and
-    compiled calls give the same bits."""
-    global _kernel
-    if _kernel is None:
-        _kernel = False if os.environ.get(KERNEL_ENV, "") == "aten" else torch.compile(
-            evaluate_packed, dynamic=True, fullgraph=True)
-    return _kernel
-
-
-def _fusable(x: torch.Tensor, table: PackedTable) -> bool:
-    """Whether an eager call on ``x`` goes through :func:`_fused_kernel`:
-    float32 tables (the compute dtype of float32 and half input), a device
-    type that has one, outside a compiled region (there the caller's graph
-    fuses the evaluation), and not while a CUDA graph is being captured
-    (compiling there would break the capture; op by op it is captured as
-    before)."""
-    kind = x.device.type
-    return (kind in _FUSED_DEVICE_TYPES and kind not in _unbuildable
-            and table.coefficients.dtype == torch.float32 and x.numel() > 0
-            and not torch.compiler.is_compiling()
-            and not (kind == "cuda" and torch.cuda.is_current_stream_capturing())
-            and bool(_fused_kernel()))
-
-
-#: Recompiles allowed to the fused kernel (dynamo's default, 8 per function, is
-#: shared with nothing else here but is reached by a test suite: a direction,
-#: a 1-element input, inference-mode tensors each specialise the graph)
-_KERNEL_RECOMPILES = 64
-
-
 def evaluate(x: torch.Tensor, table: PackedTable, from_logp: bool) -> TensorBounds:
-    """:func:`evaluate_packed` without gradient; outside a compiled region, in
-    float32 (the compute dtype of float32 and half input), on the CPU or
-    CUDA, through the fused kernel of :func:`_fused_kernel`."""
+    """:func:`evaluate_packed` without gradient. Outside a compiled region it
+    runs op by op (about a hundred ATen kernels, each a pass over the tensor,
+    and nothing to compile: 1-3 ms a call on a GPU); inside one the caller's
+    graph fuses it."""
     with torch.no_grad():
-        if _fusable(x, table):
-            # one layout and dtype (an exact conversion), and never a view
-            # (dynamo guards a view's base): few recompiles
-            flat = x.reshape(-1).to(torch.float32, memory_format=torch.contiguous_format).detach()
-            try:
-                with torch._dynamo.config.patch(recompile_limit=_KERNEL_RECOMPILES):
-                    lower, upper = _kernel(flat, table, from_logp)  # type: ignore[misc,operator]
-                return lower.view(x.shape), upper.view(x.shape)
-            except torch._dynamo.exc.FailOnRecompileLimitHit:
-                pass  # this call op by op; the kernel stays for the variants it has
-            except torch._dynamo.exc.BackendCompilerFailed as exc:  # no C++ compiler, no Triton
-                _unbuildable.add(x.device.type)
-                warnings.warn(f"bandsolve.torch: the fused {x.device.type} kernel cannot be "
-                              f"built here ({type(exc).__name__}: {exc}); eager calls on "
-                              f"{x.device.type} run op by op (correct, several times slower). "
-                              f"Set {KERNEL_ENV}=aten to silence this.", RuntimeWarning,
-                              stacklevel=3)
         return evaluate_packed(x, table, from_logp)
 
 

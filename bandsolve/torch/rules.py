@@ -67,11 +67,7 @@ class DCPO:
         return lower, upper
 
 
-@dataclasses.dataclass(frozen=True)
-class Band(BandSettings):
-    """BandPO: the f-divergence trust region's ratio bounds, capped at max_ratio.
-
-    :class:`BandSettings` as a clipping rule: its fields, checked at
-    construction, and its ``bounds(old_log_prob)`` (a certified table on the
-    input's device; no host round trip).
-    """
+#: BandPO: the f-divergence trust region's ratio bounds, capped at max_ratio.
+#: The rule is its settings, checked when made (:class:`BandSettings`), under
+#: the name the other rules go by.
+Band = BandSettings

@@ -11,18 +11,19 @@ from typing import Optional
 
 import torch
 
-from .. import _validate
 from ..divergences import DivergenceLike, get_divergence
 from .bounds import band_from_logp
 from .device_table import TensorBounds
-from .validation import Validate, old_log_prob_for_band, validation_mode
+from .validation import Validate, band_arguments, old_log_prob_for_band, validation_mode
 
 __all__ = ["BandSettings", "BandConfigKeys", "settings_from_keys", "dual_clip_from_keys"]
 
 
 @dataclasses.dataclass(frozen=True)
 class BandSettings:
-    """The band one run clips to, checked when it is made.
+    """The band one run clips to, checked when it is made: BandPO's clipping
+    rule (also named :class:`bandsolve.torch.Band`), the f-divergence trust
+    region's ratio bounds, capped at ``max_ratio``.
 
     Attributes
     ----------
@@ -45,6 +46,10 @@ class BandSettings:
         max_ratio, and for a ``validate`` that is not one of its values.
         Under ``torch.compile`` delta may be a symbolic float that no host
         check can read: the band checks it when it runs.
+
+    Checked once: :meth:`bounds` checks the old log-probabilities' values,
+    and the band it calls finds delta, divergence and max_ratio already
+    checked (``bandsolve.torch.validation.band_arguments`` keeps them).
     """
 
     delta: float = 0.05
@@ -57,18 +62,20 @@ class BandSettings:
         validation_mode(self.validate)
         if torch.compiler.is_compiling():
             return
-        if _validate.check_delta(self.delta).ndim != 0:
-            raise ValueError(f"delta must be one number (got {self.delta!r})")
-        _validate.check_max_ratio(self.max_ratio)
+        band_arguments(self.delta, self.divergence, self.max_ratio)
 
     def bounds(self, old_log_prob: torch.Tensor, mask: Optional[torch.Tensor] = None  # noqa: UP045
                ) -> TensorBounds:
         """(lower, upper) for a trainer's old log-probabilities, without
         gradient, on their device. Values that rounding put above 0 are read
         as 0; where ``mask`` is 0 (padding) the value is not looked at."""
-        return band_from_logp(old_log_prob_for_band(old_log_prob, self.validate, mask),
-                              self.delta, self.divergence, max_ratio=self.max_ratio,
-                              validate=self.validate)
+        old = old_log_prob_for_band(old_log_prob, self.validate, mask)
+        # the values are checked (and clamped to <= 0): the band need not
+        # look at them again, but for "sync", where a float64 table off the
+        # CPU also reads back whether they lie where it is certified
+        checked: Validate = "sync" if validation_mode(self.validate) == "sync" else False
+        return band_from_logp(old, self.delta, self.divergence, max_ratio=self.max_ratio,
+                              validate=checked)
 
 
 @dataclasses.dataclass

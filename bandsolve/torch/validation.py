@@ -1,22 +1,89 @@
-"""Checks of tensor input: the compute dtype, the ``validate`` modes, and the
-value checks (NaN, +inf, outside [-inf, 0] or [0, 1]) run on the device."""
+"""Checks of a band call: its arguments (:class:`BandArguments`, checked
+once), the compute dtype, the ``validate`` modes, and the value checks (NaN,
++inf, outside [-inf, 0] or [0, 1]) run on the device."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
+import numbers
 from typing import Literal
 
 import numpy as np
 import torch
 
+from .. import _validate
+from ..divergences import DivergenceLike, get_divergence
+
 #: What ``validate`` accepts: True (sync on the CPU, async elsewhere), False,
 #: "sync" or "async"
 Validate = bool | Literal["sync", "async"]
 
-__all__ = ["Validate", "compute_dtype", "validation_mode", "check_values", "invalid",
-           "old_log_prob_for_band"]
+__all__ = ["Validate", "BandArguments", "band_arguments", "compute_dtype", "validation_mode",
+           "check_values", "invalid", "any_invalid", "old_log_prob_for_band"]
 
 _HALF_TYPES = (torch.float16, torch.bfloat16)
+
+
+@dataclasses.dataclass(frozen=True)
+class BandArguments:
+    """delta, divergence and max_ratio of a band call, checked as
+    :func:`bandsolve.band` checks them: what the private evaluation trusts.
+
+    ``divergence`` is the registry name where the divergence is registered
+    (so that a custom op can carry it), else the Divergence itself;
+    ``max_ratio`` is inf for no cap."""
+
+    divergence: DivergenceLike
+    delta: float
+    max_ratio: float
+
+    @property
+    def cap(self) -> float | None:
+        """max_ratio as the numpy API takes it: None for no cap."""
+        return None if self.max_ratio == math.inf else self.max_ratio
+
+
+def _checked(delta, divergence, max_ratio) -> BandArguments:
+    div = get_divergence(divergence)
+    delta_arr = _validate.check_delta(delta)
+    if delta_arr.ndim != 0:
+        raise ValueError("bandsolve.torch takes one delta per call (a float); for "
+                         "per-element deltas use the numpy API bandsolve.band")
+    cap = float(_validate.check_max_ratio(max_ratio))
+    try:
+        key = div.name if get_divergence(div.name) == div else div
+    except ValueError:
+        key = div
+    return BandArguments(key, float(delta_arr), cap)
+
+
+@functools.lru_cache(maxsize=256)
+def _checked_once(delta, divergence, max_ratio) -> BandArguments:
+    return _checked(delta, divergence, max_ratio)
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, numbers.Real) and not isinstance(value, bool | np.bool_)
+
+
+def band_arguments(delta, divergence, max_ratio) -> BandArguments:
+    """The checked arguments; TypeError or ValueError as :func:`bandsolve.band`.
+
+    Arguments are checked once: the result for scalar ones is kept (256
+    entries), so that a settings object, which checks them when it is built
+    (:class:`~bandsolve.torch.BandSettings`), and every call it makes, or a
+    trainer's call with the same delta every step, find them checked (a
+    dictionary lookup) instead of checking them again. Booleans are not
+    kept (True would be found as 1): they are refused, as the numpy API does."""
+    if _scalar(delta) and (max_ratio is None or _scalar(max_ratio)):
+        try:
+            return _checked_once(delta, divergence, max_ratio)
+        except TypeError as exc:  # an unhashable divergence: checked, not kept
+            if "unhashable" not in str(exc):
+                raise
+    return _checked(delta, divergence, max_ratio)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -45,7 +112,7 @@ def invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tenso
     return torch.isnan(x) | (x > above) if from_logp else ~((x >= 0.0) & (x <= 1.0))
 
 
-def _any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
+def any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.Tensor:
     """Whether :func:`invalid` holds anywhere, as a 0-dim bool tensor: one
     reduction, reading x once and writing no temporary of its size (a
     comparison, a negation and an ``any`` took three passes). NaN propagates
@@ -75,7 +142,7 @@ def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: 
     if mode == "off" or x.numel() == 0:
         return
     v = x.detach()
-    bad = _any_invalid(v, from_logp, above)
+    bad = any_invalid(v, from_logp, above)
     expected = _expected(from_logp)
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a
