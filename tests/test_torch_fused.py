@@ -6,6 +6,9 @@ mpmath in test_reference / test_torch_bounds) and mpmath directly, never the
 torch code."""
 
 import math
+import os
+import subprocess
+import sys
 
 import mpmath
 import numpy as np
@@ -65,6 +68,36 @@ def test_compiled_table_keeps_one_minus_p_near_p_one(divergence):
                                  ("eager", bt.band_from_logp(logp, 1e-3, divergence))):
         _assert_float32_promise(lower, ref[0], f"{name} lower")
         _assert_float32_promise(upper, ref[1], f"{name} upper")
+
+
+_AVX2_TABLE_CHECK = """
+import numpy as np, torch, bandsolve as bs, bandsolve.torch as bt
+torch.manual_seed(0)
+logp = torch.cat([-torch.rand(4096) * 30.0, -torch.tensor(np.geomspace(1e-6, 700.0, 512))]).float()
+for divergence in ("kl", "tv"):
+    table = bt.BandTable.build(divergence, 0.05, max_ratio=10.0)
+    lower, upper = torch.compile(lambda x: table(x, validate=False), fullgraph=True)(logp)
+    ref = bs.band_from_logp(logp.double().numpy(), 0.05, divergence, max_ratio=10.0)
+    for got, want in zip((lower, upper), ref):
+        err = np.abs(got.double().numpy() - want) / np.maximum(want, 1.0)
+        assert err.max() < 1e-5, (divergence, float(err.max()), int((err > 1e-5).sum()))
+print("ok")
+"""
+
+
+@pytest.mark.skipif(not torch.backends.cpu.get_cpu_capability().startswith("AVX"),
+                    reason="inductor's AVX2 code needs an x86 CPU with AVX2")
+def test_regression_inductor_avx2_where_on_int64_took_the_grid_end(tmp_path):
+    """On a CPU with AVX2 but not AVX-512 (CI's), torch.compile's vectorised
+    code for ``where(k >= n, n - 1, k)`` on int64 gave n - 1 for every
+    element: a compiled BandTable read the last interval everywhere (bounds
+    off by up to 0.69) or out of bounds (an aborted process). Run with
+    inductor held to AVX2 (``ATEN_CPU_CAPABILITY=avx2``), whatever this CPU."""
+    env = {**os.environ, "ATEN_CPU_CAPABILITY": "avx2",
+           "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    done = subprocess.run([sys.executable, "-c", _AVX2_TABLE_CHECK], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
 def test_compiled_expm1_against_mpmath():

@@ -79,7 +79,11 @@ def interval_of(ops: ArrayOps, distance):
     j = ops.floor(position)
     k = ops.to_index(segment) * PER_OCTAVE + ops.to_index(j)
     beyond = k >= INTERVALS_PER_SIGN
-    return ops.where(beyond, INTERVALS_PER_SIGN - 1, k), ops.where(beyond, 1.0, position - j)
+    # the index by a clamp, not where(beyond, last, k): torch.compile's AVX2
+    # code (inductor, torch 2.13) selected the grid's end for every element
+    # from that where on int64, and the gather then read out of bounds (a
+    # crash, or wrong bounds: tests/test_torch_fused.py, AVX2 regression)
+    return ops.clamp(k, None, INTERVALS_PER_SIGN - 1), ops.where(beyond, 1.0, position - j)
 
 
 def log_share(ops: ArrayOps, side, z):
