@@ -181,3 +181,34 @@ def test_an_unusable_numba_cache_dir_is_said_not_passed_over(tmp_path):
     assert len(warned) == 1 and "NUMBA_CACHE_DIR" in warned[0] and "not a folder" in warned[0]
     assert warned[0].startswith("<string>:"), warned[0]
     assert list((tmp_path / "xdg" / "numba").rglob("*.nbi"))
+
+
+def test_regression_a_change_to_an_inlined_file_served_kernels_compiled_from_the_old_one(
+        tmp_path):
+    """numba stamps a cache entry with its own source file only, but a kernel
+    carries what it inlines from other files: after a checkout that changed
+    ``_vecmath.py`` alone, the root finder (``_solver.py``) and log1pmx
+    (``_special.py``) still loaded, compiled from the old series. Now every
+    entry is stamped with the kernels' and the divergences' sources too."""
+    package = tmp_path / "src" / "bandsolve"
+    shutil.copytree(os.path.dirname(bandsolve.__file__), package,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "numba"
+
+    def run():
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("NUMBA_CACHE_DIR", "PYTHONWARNINGS")}
+        env.update(NUMBA_CACHE_DIR=str(cache), NUMBA_DEBUG_CACHE="1",
+                   PYTHONPATH=str(package.parent))
+        done = subprocess.run([sys.executable, "-c", _CALL], env=env, capture_output=True,
+                              text=True, timeout=600, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-3000:]
+        _check_numbers(done.stdout)
+        return [path for path in re.findall(r"\[cache\] data saved to '([^']+)'", done.stdout)]
+
+    assert run(), "the first process compiled nothing"
+    assert not run(), "an unchanged package compiled again"
+    with open(package / "_kernels" / "_vecmath.py", "a") as fh:
+        fh.write("\n# a change to the series' file alone\n")
+    saved = run()
+    assert any("_special.log1pmx" in os.path.basename(path) for path in saved), saved

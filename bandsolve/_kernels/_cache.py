@@ -187,7 +187,8 @@ if _caching is not None:
         def __init__(self, py_func):
             super().__init__(py_func)
             self._cache_file = _CheckedFile(self._cache_path, self._impl.filename_base,
-                                            self._impl.locator.get_source_stamp())
+                                            (self._impl.locator.get_source_stamp(),
+                                             _sources_digest()))
 
         def load_overload(self, sig, target_context):
             try:
@@ -241,6 +242,22 @@ _WARNED: set[str] = set()
 #: the damaged entries discarded (and compiled again) in this process, for
 #: ``bandsolve doctor``
 DISCARDED: list[str] = []
+
+
+@functools.cache
+def _sources_digest() -> str:
+    """A sha256 of the kernels' and the divergences' sources. numba stamps an
+    entry with its own file only, but a kernel carries the code of what it
+    inlines from other files: a checkout that changed ``_vecmath.py`` alone
+    was served kernels compiled from the old one (an ulp apart, where the
+    test of the interpreter compiled fresh)."""
+    digest = hashlib.sha256()
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for folder in ("_kernels", "divergences"):
+        for path in sorted(glob.glob(os.path.join(glob.escape(package), folder, "*.py"))):
+            with open(path, "rb") as fh:
+                digest.update(os.path.basename(path).encode() + b"\0" + fh.read())
+    return digest.hexdigest()
 
 
 def _warn_once(message: str) -> None:

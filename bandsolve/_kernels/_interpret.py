@@ -13,7 +13,8 @@ are the same:
   numba's error model ("numpy"): x / 0 is inf or NaN, never
   ``ZeroDivisionError`` (the kernels rely on it at u = 0 and p = 1), and no
   fused multiply-add (the templates interpreted here do not ask for
-  ``contract``);
+  ``contract``, and the series they share with the fast path come in as
+  ``_vecmath.ieee`` twins, without it);
 * ``math`` is libm in both (numba calls the same library), here through
   :data:`IEEE_MATH`, whose functions return what numba's do where Python's
   raise: log(0) = -inf, exp past float64 = inf, sqrt(-1) = NaN;

@@ -6,8 +6,13 @@ where the naive formula loses digits near 0.
 
 import math
 
+from . import _vecmath
 from ._util import jit
-from ._vecmath import log1pmx_series, taylor_tail
+
+# the series the fast path shares, as IEEE arithmetic (no fused multiply-add):
+# the scalar kernels must give what the interpreter gives (_vecmath.ieee)
+log1pmx_series = _vecmath.ieee(_vecmath.log1pmx_series)
+taylor_tail = _vecmath.ieee(_vecmath.taylor_tail)
 
 # Below this |x| the series is used; above it the direct formula loses at most
 # a factor of about 10 to cancellation (see the test against mpmath).

@@ -22,10 +22,12 @@ fastmath is limited to ``contract`` (fused multiply-adds): no flag that
 assumes away NaN, inf or signed zeros.
 """
 
+import functools
 import math
+import types
 
 from llvmlite import ir
-from numba import types
+from numba import types as nbtypes
 from numba.extending import intrinsic
 
 from ._util import CONTRACT, jit
@@ -38,25 +40,25 @@ ULP_BOUND = 2.0
 @intrinsic
 def _bits(typingctx, x):
     """The IEEE-754 bit pattern of a float64, as an int64 (no conversion)."""
-    if x != types.float64:
+    if x != nbtypes.float64:
         return None
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.IntType(64))
 
-    return types.int64(types.float64), codegen
+    return nbtypes.int64(nbtypes.float64), codegen
 
 
 @intrinsic
 def _float(typingctx, n):
     """The float64 whose bit pattern is the int64 ``n``."""
-    if n != types.int64:
+    if n != nbtypes.int64:
         return None
 
     def codegen(context, builder, signature, args):
         return builder.bitcast(args[0], ir.DoubleType())
 
-    return types.float64(types.int64), codegen
+    return nbtypes.float64(nbtypes.int64), codegen
 
 
 def vjit(fn):
@@ -65,8 +67,36 @@ def vjit(fn):
     the caller's loop the one a person would write. numba's own inlining
     (``inline="always"``) gives the same loop within 2% but types each
     function again at every call site: the fast path's polish took 2.5 s to
-    compile that way on a first call, 1.4 s this way (issue 41)."""
-    return jit(fastmath=CONTRACT, forceinline=True)(fn)
+    compile that way on a first call, 1.4 s this way (issue 41). Scalar
+    kernels call :func:`ieee` of these instead."""
+    dispatcher = jit(fastmath=CONTRACT, forceinline=True)(fn)
+    _VJIT.add(dispatcher)
+    return dispatcher
+
+
+_VJIT: set = set()
+
+
+@functools.cache
+def ieee(dispatcher):
+    """A :func:`vjit` function's own source compiled without ``contract``
+    (its vjit callees likewise), for the scalar kernels, whose results the
+    interpreter (``_interpret``) reproduces bit for bit. A flag travels with
+    the instructions LLVM inlines: through ``vjit``, the series inside
+    log1pmx and expm1mx became fused multiply-adds (one rounding, where the
+    interpreter rounds twice), and kl's compiled root finder was an ulp off
+    the interpreted one near p = 1, on every machine with FMA."""
+    fn = dispatcher.py_func
+    namespace = dict(fn.__globals__)
+    for name in fn.__code__.co_names:
+        if namespace.get(name) in _VJIT:
+            namespace[name] = ieee(namespace[name])
+    copy = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+    copy.__doc__ = fn.__doc__
+    copy.__module__ = fn.__module__
+    copy.__qualname__ = f"{fn.__qualname__}[ieee]"  # its own cache entry
+    return jit(forceinline=True)(copy)
 
 
 def ir_inlined(fn):
@@ -77,7 +107,8 @@ def ir_inlined(fn):
 
 
 #: ``(u, u - 1, parameter) -> (f(u), f'(u))``
-VECTOR_FORM_SIG = types.UniTuple(types.float64, 2)(types.float64, types.float64, types.float64)
+VECTOR_FORM_SIG = nbtypes.UniTuple(nbtypes.float64, 2)(nbtypes.float64, nbtypes.float64,
+                                                      nbtypes.float64)
 
 
 def vector_form(fn):
