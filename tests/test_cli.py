@@ -239,6 +239,7 @@ def test_regression_repro_resume_naming_a_file_is_refused_even_when_skipping_dyn
     ["calibrate", "--at-p", "5e-324"],
     ["export", "--divergence", "tv", "--delta", "0.05", "--out", "t.npz"],
     ["repro", "--skip-dynamics", "--out", "r"],
+    ["doctor"],
 ], ids=lambda c: " ".join(c[:2]))
 def test_regression_commands_run_with_warnings_as_errors(command, tmp_path):
     """Trainers run their suites with warnings as errors, and `calibrate
