@@ -3,7 +3,7 @@
 
 The transformer decides the rows; the tabular policy is the secondary
 setting, reported beside it. Each row's verdict is the deciding setting's,
-by :func:`.prereg.verdict` over the row's tests (:data:`.prereg.ROWS`)
+by :func:`.endpoints.verdict` over the row's tests (:data:`.endpoints.ROWS`)
 with the family's Holm p-values.
 """
 
@@ -29,7 +29,7 @@ __all__ = ["FAMILY", "endpoints", "page", "rows"]
 #: the Holm family of the deciding setting's endpoints: this study's own
 FAMILY = "ar"
 #: the commit that holds the endpoints and verdict rules the committed results were judged by
-RULES_COMMIT = "057eead"
+RULES_COMMIT = "3c5f486"
 NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo": "DCPO",
          "band-kl": "Band-KL", "band-tv": "Band-TV"}
 

@@ -6,7 +6,7 @@
 
 The same study as ``bandsolve repro``'s transformer study (:mod:`.study`:
 every rule tuned on pilot seeds, the Holm family and the verdict of
-:mod:`.endpoints`) on a larger model: ``--size gpu`` is 4 layers of width 256
+:mod:`.endpoints`) on a larger model: ``--size gpu`` is 4 layers of width 128
 (``--size cpu`` is the committed CPU study's configuration, ``--size tiny``
 a seconds-long smoke run that decides nothing). Every replica of a task
 trains in one batched model, so on a GPU each task holds all the seeds
@@ -46,7 +46,7 @@ from .task import METRICS
 
 def config_for(size: str, device: str = "cpu"):
     """The study at ``size``: "cpu" (the committed CPU study), "gpu" (4
-    layers of width 256, all seeds in one task) or "tiny" (seconds; decides nothing)."""
+    layers of width 128, all seeds in one task) or "tiny" (seconds; decides nothing)."""
     from . import configs
 
     if size == "cpu":
