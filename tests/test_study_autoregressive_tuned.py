@@ -131,6 +131,31 @@ def test_the_family_is_one_holm_family_of_five():
     assert all(a >= p for a, p in zip(adjusted.values(), raw))
 
 
+def test_the_rules_commit_holds_the_endpoints_that_judge_the_committed_results():
+    """The page names the commit of the verdict rules; that commit must hold
+    endpoints.py as it is now, and nothing else (the rules came alone)."""
+    import pathlib
+    import shutil
+    import subprocess
+
+    from bandsolve.studies.autoregressive import claims
+
+    root = pathlib.Path(endpoints.__file__).resolve().parents[3]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    git = ["git", "-C", str(root)]
+    if subprocess.run([*git, "cat-file", "-e", f"{claims.RULES_COMMIT}^{{commit}}"],
+                      capture_output=True).returncode:
+        pytest.skip(f"{claims.RULES_COMMIT} is not in this clone's history (a shallow clone?)")
+    path = "bandsolve/studies/autoregressive/endpoints.py"
+    then = subprocess.run([*git, "show", f"{claims.RULES_COMMIT}:{path}"], capture_output=True,
+                          check=True).stdout
+    assert then == (root / path).read_bytes()
+    touched = subprocess.run([*git, "show", "--format=", "--name-only", claims.RULES_COMMIT],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert touched == [path]
+
+
 def test_the_mechanism_reads_which_clip_share_the_band_changes():
     rng = np.random.default_rng(0)
     ppo = {"clip/pos/tail": 0.3 + rng.normal(0, 0.01, (5, 16)),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The autoregressive study on one GPU (issue 40), a step of the lent device's run:
-# under 10 minutes on one H100, its own exit status (no pipe hides a failure).
+# The autoregressive study on one GPU (issue 40): its FLOP count, then the study at --size gpu, resumable.
+# Under 10 minutes on one H100 per call, exiting with its own status (no pipe hides a failure).
 #
 #   bash benchmarks/device/ar_study.sh          # from the repository root
 #
