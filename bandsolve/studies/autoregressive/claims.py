@@ -29,7 +29,7 @@ __all__ = ["FAMILY", "endpoints", "page", "rows"]
 #: the Holm family of the deciding setting's endpoints: this study's own
 FAMILY = "ar"
 #: the commit that holds the endpoints and verdict rules the committed results were judged by
-RULES_COMMIT = "3c5f486"
+RULES_COMMIT = "61ba11a"
 NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo": "DCPO",
          "band-kl": "Band-KL", "band-tv": "Band-TV"}
 
