@@ -24,7 +24,7 @@ summary numbers.
 This script runs no RL on the GPU. The autoregressive study of issue 30
 (GRPO under Adam on a randomly initialised small transformer, with the
 tabular study's rules, Holm family and verdict) is
-``benchmarks/gpu_ar_study.py``; see docs/reproduce.md.
+``python -m bandsolve.studies.autoregressive.gpu``; see docs/reproduce.md.
 """
 
 from __future__ import annotations

@@ -169,16 +169,14 @@ def test_regression_every_file_a_committed_report_names_exists(report):
 
 def _tiny_studies():
     from bandsolve.studies import autoregressive, bandit, frontier, sequence, stress
-    from bandsolve.studies.autoregressive.task import TaskConfig
     from bandsolve.studies.bandit.task import BanditConfig
     from bandsolve.studies.sequence.task import SequenceConfig
 
     tiny_bandit = BanditConfig(contexts=4, vocab=60, tail_good=(20, 40), steps=6, seeds=2)
     configs = {
+        # the tabular setting alone, at its smoke size: the transformer's smoke is the quick run's
         autoregressive: autoregressive.study.ARStudyConfig(
-            task=TaskConfig(contexts=2, group=4, minibatches=2, steps=4), adam_lrs=(0.1, 0.3),
-            sgd_lr=None, seeds=2, pilot_seeds=2, pilot_deltas=(0.01, 0.05), fixed_at=(),
-            window=2),
+            None, autoregressive.configs.tabular_smoke()),
         bandit: tiny_bandit,
         stress: dataclasses.replace(tiny_bandit, epochs=8),
         sequence: SequenceConfig(width=16, layers=1, heads=2, sft_steps=5, prompts_per_step=4,
@@ -203,7 +201,7 @@ def test_report_composes_every_studys_rows_on_a_tiny_configuration(tmp_path):
     assert len(rows) == 3 + 1 + 1 + 2 + 1
     assert all(row.verdict in (*VERDICTS, DESCRIPTIVE) for row in rows)
     assert rows[-1].verdict == DESCRIPTIVE  # the frontier decides nothing
-    assert "PPO" in rows[0].ours and "Adam lr 0.3" in rows[1].ours
+    assert "PPO" in rows[0].ours and "At lr 0.3" in rows[1].ours
     assert "8 epochs per batch" in rows[4].ours and "pass@k, head-wrong" in rows[6].ours
     assert "Holm p" in rows[3].ours and "Clip binds" in rows[5].ours
     for study in studies:

@@ -30,8 +30,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
     parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
     parser.add_argument("--full", action="store_true",
-                        help="the long dynamics study (the autoregressive study at its "
-                             "pre-registered 16 seeds; more seeds and steps elsewhere)")
+                        help="the long training studies, which decide the rows: the "
+                             "autoregressive study on a small transformer and the tabular "
+                             "policy, every rule tuned on pilot seeds, at 16 paired seeds "
+                             "(about 2.5 hours on 2 cores; resumable with --resume)")
     parser.add_argument("--skip-dynamics", action="store_true",
                         help="theory claims and figures only (seconds)")
     parser.add_argument("--jobs", type=_positive_int, default=1,

@@ -33,7 +33,7 @@ __all__ = ["FAMILIES", "ReproConfig", "Reproduction", "Study", "report", "run", 
 
 #: the pre-registered Holm families: name -> what the report says of it
 FAMILIES = {
-    "ar": "the autoregressive study under Adam (its five endpoints)",
+    "ar": "the autoregressive study against tuned baselines (the transformer's five endpoints)",
     "sgd": "the SGD bandit, stress test and sequence task (their endpoints)",
 }
 
@@ -60,8 +60,9 @@ def studies(full: bool) -> list[Study]:
 
 
 def train(figures_dir: str, studies: list[Study], jobs: int | Jobs = 1) -> list[Claim]:
-    """Run each study, write its CSV and figure into ``figures_dir``, and
-    collect its rows, with each family's Holm-adjusted p-values."""
+    """Run each study, write its CSV and figure (and its page, ``NAME.md``,
+    where its claims have one) into ``figures_dir``, and collect its rows,
+    with each family's Holm-adjusted p-values."""
     from .plotting import save_figure
 
     done = []
@@ -70,6 +71,9 @@ def train(figures_dir: str, studies: list[Study], jobs: int | Jobs = 1) -> list[
         header, rows = result.table()
         write_csv(os.path.join(figures_dir, f"{study.name}.csv"), header, rows)
         save_figure(study.figure.draw(result), figures_dir, study.name)
+        if hasattr(study.claims, "page"):  # a study's own page of every number behind its rows
+            with atomic_write(os.path.join(figures_dir, f"{study.name}.md")) as fh:
+                fh.write(study.claims.page(result))
         done.append((study, result, study.claims.endpoints(result)))
     adjusted: dict[str, float] = {}
     for family in FAMILIES:

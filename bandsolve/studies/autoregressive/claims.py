@@ -1,206 +1,318 @@
-"""The autoregressive study's endpoints and its rows of the report: tail
-mass, stability at the highest learning rate and entropy, each with the
-(difference, Holm p) pairs of the study's own family that decide it."""
+"""The autoregressive study's endpoints, report rows and its own page
+(:class:`.study.Result` -> text).
+
+The transformer decides the rows; the tabular policy is the secondary
+setting, reported beside it. Each row's verdict is the deciding setting's,
+by :func:`.endpoints.verdict` over the row's tests (:data:`.endpoints.ROWS`)
+with the family's Holm p-values.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from ..claims import Claim, row_verdict
-from ..stats import effect_text as _effect
-from ..stats import nanmean, paired_difference
-from . import study as ar_study
-from .study import Result
+from bandsolve.torch.losses import P_BUCKETS
 
-__all__ = ["FAMILY", "endpoints", "rows", "summary_markdown"]
+from ..claims import Claim
+from ..stats import mean_and_ci, nanmean
+from . import endpoints as prereg
+from . import tuning
+from .figure import knob_text
+from .setting import LEARNING_RATES, MATCHED_METRICS, SettingResult
+from .study import NAME, Result
+from .task import CLASSES, SIGNS
 
-#: the Holm family of this study's endpoints: its own
+__all__ = ["FAMILY", "endpoints", "page", "rows"]
+
+#: the Holm family of the deciding setting's endpoints: this study's own
 FAMILY = "ar"
+#: the commit that holds the endpoints and verdict rules the committed results were judged by
+RULES_COMMIT = "61ba11a"
+NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo": "DCPO",
+         "band-kl": "Band-KL", "band-tv": "Band-TV"}
 
 
-def _mean(result, setting, rule, metric, how="final") -> float:
-    history = result.results[(setting, rule)]
-    if how == "final":
-        return float(ar_study.final(history, metric, result.config.window).mean())
-    if how == "max":
-        return float(np.exp(np.log(history[metric].max(0)).mean()))
-    return float(history[metric].mean())
+def _effect(diff: dict, p: float, adjusted: bool = True) -> str:
+    return (f"{diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], d_z "
+            f"{diff['d']:+.2f}, {'Holm ' if adjusted else ''}p {p:.2g}, {diff['n']} seeds")
 
 
-def _setting_text(setting) -> str:
-    optimizer, lr = setting
-    return f"{'Adam' if optimizer == 'adam' else 'SGD'} lr {lr:g}"
+def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> tuple:
+    """Mean over seeds and its 95% t half-width; "log max" as a geometric mean."""
+    per = prereg.per_seed(result.runs[(which, label)], metric, how, result.config.window)
+    mean, half = mean_and_ci(per[None])
+    if how == "log max":
+        return float(np.exp(mean[0])), float(np.exp(mean[0] + half[0]) - np.exp(mean[0]))
+    return float(mean[0]), float(half[0])
 
 
-def _rules_at(result, setting, metric, how="final") -> str:
-    names = [lab for (s, lab) in result.results if s == setting]
-    return ", ".join(f"{lab} {_mean(result, setting, lab, metric, how):.3f}" for lab in names)
+def _label(result: SettingResult, which: str, label: str) -> str:
+    rule, _, kind = label.partition("@")
+    knob = knob_text(result, rule, result.knob_of[(which, label)])
+    tag = {"": "tuned", "matched": "matched step"}.get(kind, "")
+    return f"{NAMES[rule]} {knob}".strip() + (f" ({tag})" if tag else "")
 
 
-def setting_text(result) -> str:
-    c = result.config
-    t = c.task
-    deltas = "; ".join(f"{_setting_text(s)}: " + ", ".join(
-        f"{b} {d:.3g}" + ("" if inside else " (not matched: the nearest pilot point)")
-        for b, (d, inside) in m.items()) for s, m in result.matched.items())
-    return (f"tabular autoregressive task, {t.contexts} contexts, 3 tokens of {t.vocab}, head "
-            f"pays {t.head_pay:g} and prior ranks {list(t.tail_ranks)} pay {t.tail_pay:g}; GRPO "
-            f"{t.group} samples, {t.epochs} epochs x {t.minibatches} mini-batches, {t.steps} "
-            f"steps, {c.seeds} paired seeds; final = mean of the last {c.window} steps; "
-            f"matched-step deltas from {c.pilot_seeds} pilot seeds: {deltas}; "
-            "figures/dynamics_ar.png")
+def _rules_at(result: SettingResult, which: str, metric: str, how: str, labels=tuning.RULES) -> str:
+    parts = []
+    for label in labels:
+        mean, half = _value(result, which, label, metric, how)
+        parts.append(f"{_label(result, which, label)} {mean:.3g} ± {half:.2g}")
+    return ", ".join(parts)
 
 
-def _pair(result, name, adjusted=None):
-    return result.tests[name], (result.adjusted if adjusted is None else adjusted)[name]
+def setting(result: SettingResult) -> str:
+    c, t = result.config, result.config.task
+    policy = ("tabular policy (one softmax per state)" if c.model is None else
+              f"causal transformer ({c.model.layers} layer{'s' * (c.model.layers > 1)}, width "
+              f"{c.model.width}, "
+              f"{c.model.heads} heads, prompts of {c.model.prompt} tokens; a supervised stage "
+              "fits it to Zipf targets first)")
+    return (f"{policy}; {t.contexts} contexts, answers of {t.length} tokens of {t.vocab}, the "
+            f"head pays {t.head_pay:g} and first tokens of ranks {list(t.tail_ranks)} pay "
+            f"{t.tail_pay:g}; GRPO {t.group} samples, {t.epochs} epochs x {t.minibatches} "
+            f"mini-batches, {t.steps} steps, Adam lr {c.primary_lr:g} (primary) and "
+            f"{c.high_lr:g} (high); {c.seeds} paired seeds; each rule tuned on {c.pilot_seeds} "
+            f"pilot seeds of their own stream (best final reward); final = mean of the last "
+            f"{c.window} steps; values are means over seeds ± a 95% t half-width")
 
 
-def _fixed_text(result, metric, how) -> str:
-    """Band-KL at the fixed delta against PPO at the primary rate: descriptive
-    (unadjusted, outside the family); empty where it was not run."""
-    c = result.config
-    fixed = f"band-kl@{c.fixed_delta:g}"
-    runs = result.results
-    if (c.primary, fixed) not in runs:
-        return ""
-
-    def per_seed(rule):
-        h = runs[(c.primary, rule)]
-        return ar_study.final(h, metric, c.window) if how == "final" else h[metric].mean(0)
-
-    d = paired_difference(per_seed(fixed), per_seed("ppo"))
-    return (f". At the fixed delta {c.fixed_delta:g} (descriptive, unadjusted), Band-KL - PPO "
-            f"{d['mean']:+.3f} [{d['low']:+.3f}, {d['high']:+.3f}], d_z {d['d']:+.2f}, "
-            f"p {d['p']:.2g}")
+def tuned_text(result: SettingResult) -> str:
+    return "; ".join(
+        f"lr {result.config.lr(w):g}: " + ", ".join(
+            f"{NAMES[rule]} {knob_text(result, rule, result.tuned[(w, rule)])}"
+            for rule in tuning.RULES if rule != "no-clip") for w in LEARNING_RATES)
 
 
-def verdict_text(result) -> str:
-    verdict, held, why = result.verdict
-    seeds = result.config.seeds
-    if seeds < ar_study.MIN_SEEDS:
-        reason = f" ({'; '.join(why)})" if why and verdict != "reproduces" else ""
-        return (f"Smoke run ({seeds} seeds, fewer than the pre-registered "
-                f"{ar_study.MIN_SEEDS}): its verdict rules read \"{verdict}\"{reason}, which "
-                "decides nothing; the row's verdict is its tests' alone")
-    text = f"Pre-registered study verdict: {verdict}"
-    if verdict == "contradicted":
-        text += f" ({'; '.join(why)})"
+def verdict_text(result: SettingResult, row: str | None = None) -> str:
+    verdict, won, lost = result.verdict if row is None else result.rows[row]
+    if not result.decides:
+        return (f"smoke run ({result.config.seeds} seeds, fewer than the pre-registered "
+                f"{prereg.MIN_SEEDS}): its rules read \"{verdict}\", which decides nothing")
+    text = f"verdict {verdict}"
+    if lost:
+        text += "; a tuned baseline is significantly better in: " + ", ".join(lost)
     elif verdict != "reproduces":
-        text += f"; held: {', '.join(held) or 'none'}; did not: {', '.join(why)}"
+        text += "; held: " + (", ".join(won) or "none")
     return text
 
 
-def tail_row(result):
-    """(text, decisive pairs) for row 11."""
-    c = result.config
-    prim = c.primary
-    names = ar_study.FAMILY[:2]
-    bucket = "clip/pos/1e-2<=p<0.1"
-    clips = ", ".join(
-        f"{rule} {float(nanmean(result.results[(prim, rule)][bucket])):.2f}"
-        for rule in ("ppo", "clip-higher", "band-kl"))
-    text = (f"Under {_setting_text(prim)} (primary), final tail mass: "
-            f"{_rules_at(result, prim, 'tail_mass')}. Band-KL - PPO {_effect(*_pair(result, names[0]))}"
-            f"; Band-KL - Clip-Higher {_effect(*_pair(result, names[1]))}"
-            f"{_fixed_text(result, 'tail_mass', 'final')}. Mean per-step KL over training: "
-            f"{_rules_at(result, prim, 'step_kl', 'train')}. Clip share of "
-            f"positive-advantage tokens with 0.01 <= p < 0.1: {clips}. Other settings, final "
-            "tail mass: " + "; ".join(f"{_setting_text(s)}: {_rules_at(result, s, 'tail_mass')}"
-                                      for s in c.settings if s != prim)
-            + ". No clip matches Band-KL (tail mass and reward, unadjusted) at Adam lr "
-            + ", ".join(f"{lr:g}: {'yes' if m else 'no'}"
-                        for lr, m in result.no_clip_matches.items())
-            + f". {verdict_text(result)} ({setting_text(result)})")
-    return text, [_pair(result, n) for n in names]
+def _test(result: SettingResult, name: str) -> str:
+    return f"{name} {_effect(result.tests[name], result.adjusted[name])}"
 
 
-def stability_row(result):
-    """(text, decisive pairs) for row 13."""
-    high = result.config.highest
-    names = ar_study.FAMILY[2:4]
-    text = (f"Autoregressive task under {_setting_text(high)} (the highest rate), largest "
-            f"per-step sequence KL (geometric mean): {_rules_at(result, high, 'step_kl', 'max')}; "
-            f"final reward: {_rules_at(result, high, 'reward')}. No clip - Band-KL, log largest "
-            f"step KL {_effect(*_pair(result, names[0]))}; Band-KL - no clip, final reward "
-            f"{_effect(*_pair(result, names[1]))}")
-    return text, [_pair(result, n) for n in names]
+def _matched(result: SettingResult, metric: str) -> str:
+    """Each rule at its matched step against PPO 0.2 (descriptive, unadjusted)."""
+    target = result.pilot[("primary", tuning.TARGET[0], tuning.TARGET[1])]["step_kl_late"]
+    parts = []
+    for rule in result.matched:
+        d = result.matched_tests[(rule, metric)]
+        parts.append(f"{NAMES[rule]} {knob_text(result, rule, result.matched[rule])} "
+                     f"{_effect(d, d['p'], adjusted=False)}")
+    parts += [f"{NAMES[rule]} not matched ({why.partition(': ')[2]})"
+              for rule, why in result.unmatched.items()]
+    return (f"at the matched step (PPO 0.2's pilot mean per-step KL over the second half, "
+            f"{target:.3g}), minus PPO 0.2 (descriptive, unadjusted): " + "; ".join(parts))
 
 
-def entropy_row(result):
-    """(text, decisive pairs) for row 14."""
-    prim = result.config.primary
-    name = ar_study.FAMILY[4]
-    others = "; ".join(f"{m}: {_rules_at(result, prim, m, 'train')}"
-                       for m in ("entropy_sequence", "entropy_rewarding",
-                                 "entropy_given_success"))
-    text = (f"Autoregressive task under {_setting_text(prim)}, first-token entropy averaged "
-            f"over training: {_rules_at(result, prim, 'entropy', 'train')} nats; Band-KL - PPO "
-            f"{_effect(*_pair(result, name))}{_fixed_text(result, 'entropy', 'train')}. "
-            "Also averaged over training (descriptive): "
-            f"{others}")
-    return text, [_pair(result, name)]
+def _clips(result: SettingResult, which: str, labels=tuning.RULES) -> str:
+    """Clip shares over training (A > 0 tail, A > 0 head, A < 0 head, all)."""
+    keys = ("clip/pos/tail", "clip/pos/head", "clip/neg/head", "clipfrac")
+    return ", ".join(f"{_label(result, which, label)} " + " / ".join(
+        f"{float(nanmean(result.runs[(which, label)][k])):.2f}" for k in keys)
+        for label in labels)
 
 
-def summary_markdown(result, command: str, seconds: float) -> str:
-    """The study on its own page: settings, matched deltas, final values per
-    rule and the family's tests with the verdict."""
-    c = result.config
-    lines = ["# The autoregressive study under Adam (issue 30)", "",
-             f"Generated by `{command}` in {seconds:.0f} s. {setting_text(result)}.", "",
-             "## Final values (means over seeds)", "",
-             "| setting | rule | delta | tail mass | reward | largest step KL (geo. mean) | "
-             "first-token entropy over training | clip share, A > 0, 0.01 <= p < 0.1 |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
-    for (setting, lab), run in result.runs.items():
-        h = result.results[(setting, lab)]
-        clip = float(nanmean(h["clip/pos/1e-2<=p<0.1"]))
-        lines.append(
-            f"| {_setting_text(setting)} | {lab} | {run.delta:.3g} | "
-            f"{_mean(result, setting, lab, 'tail_mass'):.3f} | "
-            f"{_mean(result, setting, lab, 'reward'):.3f} | "
-            f"{_mean(result, setting, lab, 'step_kl', 'max'):.3g} | "
-            f"{_mean(result, setting, lab, 'entropy', 'train'):.3f} | {clip:.2f} |")
-    lines += ["", "## The pre-registered family (positive favours the band)", "",
-              "| test | setting | paired difference [95% t] | d_z | p | Holm p |",
-              "|---|---|---|---:|---:|---:|"]
-    where = [c.primary, c.primary, c.highest, c.highest, c.primary]
-    for name, setting in zip(ar_study.FAMILY, where):
-        d = result.tests[name]
-        lines.append(f"| {name} | {_setting_text(setting)} | {d['mean']:+.3f} "
-                     f"[{d['low']:+.3f}, {d['high']:+.3f}] | {d['d']:+.2f} | {d['p']:.2g} | "
-                     f"{result.adjusted[name]:.2g} |")
-    lines += ["", "No clip matches Band-KL (neither final tail mass nor final reward above "
-              "no clip's at unadjusted p < 0.05): " + ", ".join(
-                  f"Adam lr {lr:g} {'yes' if m else 'no'}"
-                  for lr, m in result.no_clip_matches.items()) + ".", "",
-              f"**{verdict_text(result)}.**", "",
-              "Pilot mean per-step KLs (pilot seeds, stream 1): " + "; ".join(
-                  f"{_setting_text(s)} {rule} {delta:g}: {kl:.3g}"
-                  for (s, rule, delta), kl in result.pilot.items()) + ".", "",
-              "## The report's text", "",
-              *(f"- {text(result)[0]}" for text in (tail_row, stability_row, entropy_row)), ""]
-    return "\n".join(lines)
+def tail_text(result: SettingResult) -> str:
+    mech = result.mechanism
+    where = "; ".join(f"{what}: Band-KL - PPO {_effect(m['diff'], m['diff']['p'], False)}"
+                      for what, m in mech.items() if m["diff"] is not None)
+    return (f"At lr {result.config.primary_lr:g}, final tail mass: "
+            f"{_rules_at(result, 'primary', 'tail_mass', 'final')}. "
+            f"{_test(result, 'final tail mass, Band-KL - PPO')}; "
+            f"{_test(result, 'final tail mass, Band-KL - Clip-Higher')}; "
+            f"{_matched(result, 'tail_mass')}. Clip shares over training (A > 0 tail / A > 0 "
+            f"head / A < 0 head / all signed): {_clips(result, 'primary')}. Where Band-KL's "
+            f"difference from PPO comes from: {prereg.source(mech)} ({where}). "
+            f"{verdict_text(result, 'tail').capitalize()}")
+
+
+def stability_text(result: SettingResult) -> str:
+    return (f"At lr {result.config.high_lr:g}, largest per-step KL (geometric mean): "
+            f"{_rules_at(result, 'high', 'step_kl', 'log max')}; final reward: "
+            f"{_rules_at(result, 'high', 'reward', 'final')}. "
+            f"{_test(result, 'log largest step KL, no clip - Band-KL')}; "
+            f"{_test(result, 'final reward, Band-KL - no clip')}. "
+            f"{verdict_text(result, 'stability').capitalize()}")
+
+
+def entropy_text(result: SettingResult) -> str:
+    return (f"At lr {result.config.primary_lr:g}, final first-token entropy: "
+            f"{_rules_at(result, 'primary', 'entropy', 'final')} nats; averaged over "
+            f"training: {_rules_at(result, 'primary', 'entropy', 'mean')}. "
+            f"{_test(result, 'final entropy, Band-KL - PPO')}; {_matched(result, 'entropy')}. "
+            f"{verdict_text(result, 'entropy').capitalize()}")
+
+
+ROW_TEXT = {"tail": tail_text, "stability": stability_text, "entropy": entropy_text}
+CLAIMS = {
+    "tail": ("Fixed clipping freezes low-probability tokens: high-advantage tail tokens gain "
+             "more mass under the band than under PPO's or Clip-Higher's clip, each tuned",
+             "the mechanism behind the entropy collapse (Figure 1)"),
+    "stability": ("Under many updates per batch (far off-policy) no clipping becomes unstable "
+                  "and the band's trust region does not",
+                  "the trust-region half of the claim"),
+    "entropy": ("BandPO keeps the policy entropy near 0.2 where clipping collapses it to "
+                "about 0.02", "0.2 against 0.02"),
+}
 
 
 def endpoints(result: Result) -> dict[str, dict]:
-    return dict(result.tests)
+    """The family's tests (:data:`.endpoints.FAMILY`) of the setting that decides."""
+    return dict(result.deciding.tests)
+
+
+def _with_holm(result: SettingResult, adjusted: dict) -> SettingResult:
+    """``result`` read with the report's Holm p-values for its family."""
+    held = {n: adjusted[n] for n in result.tests}
+    return dataclasses.replace(result, adjusted=held,
+                               verdict=prereg.verdict(result.tests, held),
+                               rows={row: prereg.verdict(result.tests, held, names)
+                                     for row, names in prereg.ROWS.items()})
 
 
 def rows(result: Result, adjusted: dict[str, float]) -> list[Claim]:
-    """The tail-mass, stability and entropy rows; ``adjusted`` holds the
-    family's Holm-adjusted p-values (the study's own family)."""
-    tail_text, tail_pairs = tail_row(result)
-    stable_text, stable_pairs = stability_row(result)
-    entropy_text, entropy_pairs = entropy_row(result)
-    return [
-        Claim("Fixed clipping freezes low-probability tokens: high-advantage tail tokens gain "
-              "mass under the band and not under PPO's clip",
-              "the mechanism behind the entropy collapse (Figure 1)",
-              "Adam, 4 epochs x 4 mini-batches (the LLM trainers' regime), decided by the "
-              f"autoregressive study's Holm family: {tail_text}", row_verdict(tail_pairs)),
-        Claim("Under many updates per batch (far off-policy) no clipping becomes unstable and "
-              "the band's trust region does not", "the trust-region half of the claim",
-              stable_text, row_verdict(stable_pairs)),
-        Claim("BandPO keeps the policy entropy near 0.2 where clipping collapses it to about "
-              "0.02", "0.2 against 0.02", entropy_text, row_verdict(entropy_pairs)),
-    ]
+    """The tail-mass, stability and entropy rows: the transformer decides
+    (its tests with the family's Holm p-values ``adjusted``); the tabular
+    policy is the secondary setting, read with its own family's. A setting
+    not run is said so."""
+    transformer, tabular = result.transformer, result.tabular
+    if transformer is not None:
+        transformer = _with_holm(transformer, adjusted)
+    elif tabular is not None:
+        tabular = _with_holm(tabular, adjusted)
+    out = []
+    for row, text in ROW_TEXT.items():
+        parts = []
+        if transformer is not None:
+            parts.append(f"Transformer (decides; {setting(transformer)}; tuned: "
+                         f"{tuned_text(transformer)}): {text(transformer)}")
+        else:
+            parts.append("The transformer study, which decides this row, was not run; the "
+                         "tabular policy's verdict stands in")
+        if tabular is not None:
+            parts.append(f"{'Secondary, t' if transformer is not None else 'T'}abular "
+                         f"({setting(tabular)}; tuned: {tuned_text(tabular)}"
+                         f"{'; its own Holm family' if transformer is not None else ''}): "
+                         f"{text(tabular)}")
+        deciding = transformer if transformer is not None else tabular
+        assert deciding is not None  # the config holds at least one setting
+        out.append(Claim(*CLAIMS[row], ". ".join(parts) + f" (every number: figures/{NAME}.md)",
+                         deciding.rows[row][0]))
+    return out
+
+
+def _table(header, rows) -> list[str]:
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(x) for x in row) + " |" for row in rows), ""]
+
+
+def pilot_table(result: SettingResult) -> list[str]:
+    c = result.config
+    out = []
+    for (w, rule, knob), row in sorted(result.pilot.items(), key=lambda kv: (
+            LEARNING_RATES.index(kv[0][0]), tuning.RULES.index(kv[0][1]), kv[0][2])):
+        marks = []
+        if result.tuned[(w, rule)] == knob:
+            marks.append("**tuned**")
+        if (w, rule, knob) not in [(w, k.rule, g) for k in c.knobs for g in k.grid]:
+            marks.append("grown")
+        out.append((f"{c.lr(w):g}", NAMES[rule], knob_text(result, rule, knob) or "-",
+                    f"{row['reward']:.3f} ± {row['reward_sd']:.3f}", f"{row['tail_mass']:.3f}",
+                    f"{row['entropy']:.3f}", f"{row['step_kl_late']:.3g}",
+                    f"{row['largest_step_kl']:.3g}", f"{row['clipfrac']:.3f}",
+                    " ".join(marks)))
+    return _table(("lr", "rule", "knob", "final reward (sd over pilot seeds)", "final tail mass",
+                   "final entropy", "mean step KL, 2nd half", "largest step KL",
+                   "clip share", ""), out)
+
+
+def finals_table(result: SettingResult) -> list[str]:
+    out = []
+    for (w, label) in result.runs:
+        cells = [f"{result.config.lr(w):g}", _label(result, w, label)]
+        for metric, how in (("reward", "final"), ("tail_mass", "final"), ("entropy", "final"),
+                            ("entropy", "mean"), ("entropy_sequence", "final"),
+                            ("step_kl", "mean"), ("step_kl", "log max")):
+            mean, half = _value(result, w, label, metric, how)
+            cells.append(f"{mean:.3g} ± {half:.2g}")
+        out.append(cells)
+    return _table(("lr", "rule", "final reward", "final tail mass", "final entropy",
+                   "entropy over training", "final answer entropy", "mean step KL",
+                   "largest step KL (geo.)"), out)
+
+
+def clips_table(result: SettingResult) -> list[str]:
+    names = [n for n, _, _ in P_BUCKETS] + list(CLASSES)
+    out = []
+    for (w, label), h in result.runs.items():
+        for sign in SIGNS:
+            out.append([f"{result.config.lr(w):g}", _label(result, w, label),
+                        "A > 0" if sign == "pos" else "A < 0"]
+                       + [f"{float(nanmean(h[f'clip/{sign}/{n}'])):.3f}" for n in names])
+    return _table(("lr", "rule", "sign", *names), out)
+
+
+def family_table(result: SettingResult) -> list[str]:
+    out = []
+    for name, (w, *_rest) in prereg.FAMILY.items():
+        d = result.tests[name]
+        out.append((name, f"{result.config.lr(w):g}", f"{d['mean']:+.4f} [{d['low']:+.4f}, "
+                    f"{d['high']:+.4f}]", f"{d['d']:+.2f}", f"{d['p']:.2g}",
+                    f"{result.adjusted[name]:.2g}"))
+    return _table(("test (positive favours the band)", "lr", "paired difference [95% t]",
+                   "d_z", "p", "Holm p"), out)
+
+
+def page(study_result: Result) -> str:
+    """The study on its own page (``NAME.md`` beside its figure): every number behind the rows."""
+    lines = ["# The autoregressive study against tuned baselines (issue 40)", "",
+             "The endpoints and verdict rules are `bandsolve.studies.autoregressive.endpoints`"
+             + (f", committed alone in {RULES_COMMIT} before these runs." if RULES_COMMIT
+                else ".") + " Written by `bandsolve repro` beside the study's figure and CSV.",
+             ""]
+    for title, result in (("The transformer (decides)", study_result.transformer),
+                          ("The tabular policy (secondary)", study_result.tabular)):
+        if result is None:
+            lines += [f"## {title}", "", "Not run.", ""]
+            continue
+        lines += [f"## {title}", "", setting(result) + ".", ""]
+        if result.fit:
+            lines += ["Supervised stage (mean over seeds): " + "; ".join(
+                f"{phase}: " + ", ".join(f"{k} {np.mean([f[k] for f in fits]):.4g}"
+                                         for k in fits[0])
+                for phase, fits in result.fit.items()) + ".", ""]
+        lines += [f"CPU time of its tasks: {result.cpu_seconds / 60:.1f} minutes.", "",
+                  "### Pilot (pilot seeds; every grid point the same seeds and steps)", "",
+                  *pilot_table(result),
+                  "Tuned knobs (best pilot final reward): " + tuned_text(result) + ". Matched "
+                  "step at the primary rate (interpolated in log knob so that the pilot mean "
+                  "per-step KL over the second half equals PPO 0.2's): " + ", ".join(
+                      f"{NAMES[r]} {knob_text(result, r, k)}" for r, k in result.matched.items())
+                  + "".join(f"; {NAMES[r]} not matched: {why}" for r, why in
+                            result.unmatched.items()) + ".", "",
+                  "### Study seeds: every rule (mean ± 95% t half-width)", "",
+                  *finals_table(result),
+                  "### The pre-registered family (one Holm family)", "", *family_table(result),
+                  f"**{verdict_text(result).capitalize()}.** Rows: " + "; ".join(
+                      f"{row}: {verdict_text(result, row)}" for row in prereg.ROWS) + ".", "",
+                  "### Matched step (descriptive, unadjusted)", "",
+                  "; ".join(f"{metric}: {_matched(result, metric)}"
+                            for metric, _ in MATCHED_METRICS) + ".", "",
+                  "### How often each clip binds (share of token-updates zeroed, over training)",
+                  "", *clips_table(result),
+                  f"Where Band-KL's difference from tuned PPO comes from: "
+                  f"{prereg.source(result.mechanism)}.", ""]
+    return "\n".join(lines)
