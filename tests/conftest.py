@@ -35,6 +35,22 @@ CORE_FILES = frozenset({
 })
 
 
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """A test that runs ``bandsolve repro`` in this process (``cli.main``) pins
+    its numerics in ``os.environ``, as the command does for its own process:
+    taken back after each test, so that the workers a later test starts
+    inherit what this process's torch runs, not a pin it never had."""
+    keys = ("ATEN_CPU_CAPABILITY", "MKL_CBWR")
+    before = {key: os.environ.get(key) for key in keys}
+    yield
+    for key, value in before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 @pytest.fixture
 def readme_kl():
     """The README's user-defined KL, verbatim: a generator with no derivative,

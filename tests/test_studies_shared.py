@@ -1,6 +1,7 @@
 """The studies' shared pieces: the paired t-test, Holm's correction, the
 seed-clustered bootstrap, and the runner (resuming, damaged entries)."""
 
+import os
 import pickle
 
 import numpy as np
@@ -100,3 +101,29 @@ def test_run_tasks_runs_again_a_damaged_kept_result(tmp_path, damage):
     assert CALLS == [4]
     CALLS.clear()
     assert runner.run_tasks(_square_and_count, [3, 4], jobs) == [9, 16] and CALLS == []
+
+
+def _worker_kernels(task):
+    import torch
+
+    return torch.backends.cpu.get_cpu_capability()
+
+
+def test_regression_unpinned_workers_ran_a_pin_this_process_never_had(monkeypatch):
+    """``bandsolve repro`` pins its environment for its own process; run in
+    a process whose torch already ran AVX-512 (a test calling the command),
+    that pin reached the workers of every later unpinned study, which then
+    computed on AVX2 and differed from the same study run in-process by an
+    ulp. Unpinned workers run what this process runs; pinned ones the pin;
+    and a pinned run leaves this process's environment as it was."""
+    torch = pytest.importorskip("torch")
+    here = torch.backends.cpu.get_cpu_capability()
+    if here not in ("AVX2", "AVX512"):
+        pytest.skip(f"torch runs {here} kernels here")
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")  # a pin this process's torch never had
+    assert runner.run_tasks(_worker_kernels, [1, 2], runner.Jobs(2)) == [here, here]
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    monkeypatch.delenv("MKL_CBWR", raising=False)
+    pinned = runner.run_tasks(_worker_kernels, [1, 2], runner.Jobs(2, pinned=True))
+    assert pinned == ([here, here] if runner.numerics_pinned() else ["AVX2", "AVX2"])
+    assert "ATEN_CPU_CAPABILITY" not in os.environ and "MKL_CBWR" not in os.environ

@@ -143,6 +143,32 @@ def _source_digest() -> str:
     return digest.hexdigest()
 
 
+def _worker_numerics(pinned: bool) -> dict:
+    """The environment a worker's torch must start under: the pinned one, or
+    (unpinned) the CPU kernels this process's torch runs, so that a worker
+    computes what this process would. Without it, a worker read whatever the
+    environment held when it started: after ``bandsolve repro`` had pinned
+    this process's environment (its own torch already on AVX-512), an
+    unpinned study's workers ran AVX2 and their numbers differed from the
+    same study run here by an ulp (tests/test_study_bandit.py)."""
+    if pinned:
+        return dict(PINNED_NUMERICS)
+    import sys
+
+    if "torch" not in sys.modules:
+        return {}  # a worker's torch reads the environment as this one's would
+    capability = _capability()
+    return {"ATEN_CPU_CAPABILITY": capability.lower()} if capability in _CAPABILITIES else {}
+
+
+#: torch's CPU kernel names that ATEN_CPU_CAPABILITY can ask for (lowercase)
+_CAPABILITIES = frozenset({"DEFAULT", "AVX2", "AVX512"})
+
+
+def _set_worker_numerics(environment: dict) -> None:
+    os.environ.update(environment)
+
+
 def _pinned_call(function, task):
     """``function(task)`` in a worker started with :data:`PINNED_NUMERICS`,
     with the kernels torch chose there."""
@@ -194,8 +220,6 @@ def run_tasks(function, tasks, jobs: int | Jobs = 1, on_done=None, complete=None
         if on_done is not None:
             on_done(tasks[i], result)
 
-    if jobs.pinned:
-        pin_numerics()
     here = not jobs.pinned or numerics_pinned()
     if jobs.pinned and here and pending:
         _RAN_ON.add(_PINNED_CAPABILITY)
@@ -207,8 +231,12 @@ def run_tasks(function, tasks, jobs: int | Jobs = 1, on_done=None, complete=None
         return results
     # spawn, not fork: a forked torch may hang in its thread pool; a spawned
     # worker reads the pinned environment before its torch chooses kernels
+    # each worker's numerics are set by its initializer, before its torch
+    # chooses kernels; this process's environment is left as it is
     with ProcessPoolExecutor(max(1, jobs.processes),
-                             mp_context=multiprocessing.get_context("spawn")) as pool:
+                             mp_context=multiprocessing.get_context("spawn"),
+                             initializer=_set_worker_numerics,
+                             initargs=(_worker_numerics(jobs.pinned),)) as pool:
         call = _pinned_call if jobs.pinned else None
         futures = {(pool.submit(call, function, tasks[i]) if call else
                     pool.submit(function, tasks[i])): i for i in pending}
