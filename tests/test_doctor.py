@@ -496,6 +496,24 @@ def test_doctor_advises_no_second_trainer_into_a_trainers_environment(monkeypatc
     assert _reinstalls(lines["verl plug-in import"].fix, "verl")  # nothing to break here
 
 
+def test_regression_doctor_listed_every_trainer_for_one_environment(monkeypatch):
+    """Where no trainer is installed, doctor listed a pip line per trainer as
+    if all four could go into one environment; following them in turn
+    installs trl 0.27 for verl and then trl 1.x for the TRL plug-in, which
+    verl's engine cannot import. Each line now says: an environment of its
+    own. The pip command itself (up to the ';') is unchanged."""
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: False)
+    lines = [c for c in doctor._trainer_checks() if c.name.endswith("plug-in import")]
+    assert len(lines) >= 2, "needs two trainers' entry points to test anything"
+    for line in lines:
+        trainer = line.name.split()[0]
+        command, _, note = line.fix.partition(";")
+        assert command.strip() == doctor._pip(trainer), line
+        assert "environment of its own" in note, line
+    report = doctor.format_report(lines)
+    assert report.count("environment of its own") == len(lines)
+
+
 def test_reinstall_advice_leaves_the_dependencies_alone():
     """--force-reinstall without --no-deps reinstalls every dependency at its
     newest allowed version (a CUDA torch, another trl): the fix for a stale
