@@ -490,15 +490,15 @@ def _spec(req) -> str:
     return f"{req.name}{req.specifier}"
 
 
-def _install_extra(extra: str, others: tuple = (), offered: tuple = ()) -> tuple:
+def _install_extra(extra: str, others: tuple = (), among_several: bool = False) -> tuple:
     """(fix, why not): the pip command that installs bandsolve's ``extra``
     here, or "" and the reason where that would change an installed
     package's version, or where ``others`` (other trainers) are installed:
     the trainers' pins conflict, and each needs an environment of its own
     (a trainer's own requirements are not known before it is installed, so
-    no pip line here could promise to keep the other's). Where ``offered``
-    (other trainers whose install line the same report prints) is not
-    empty, the line says to follow one of them per environment."""
+    no pip line here could promise to keep the other's). Where
+    ``among_several`` (the report prints other trainers' install lines too),
+    the line says to follow it in an environment of its own."""
     unmet = _unmet(extra)
     if unmet:
         return "", (f"installing bandsolve[{extra}] here would change {', '.join(unmet)}: "
@@ -506,7 +506,7 @@ def _install_extra(extra: str, others: tuple = (), offered: tuple = ()) -> tuple
     if others:
         return "", (f"this environment holds {', '.join(others)}: install {extra} in an "
                     f"environment of its own (docs/{extra}.md)")
-    if offered:
+    if among_several:
         return f"{_pip(extra)}; in an environment of its own (the trainers' pins conflict)", ""
     return _pip(extra), ""
 
@@ -551,16 +551,16 @@ def _import_fix(trainer: str, exc: BaseException) -> str:
     return fix + "; the error above names the missing or incompatible piece"
 
 
-def _check_trainer(entry, others: tuple = (), absent: tuple = ()) -> list:
+def _check_trainer(entry, others: tuple = (), among_several: bool = False) -> list:
     """One trainer's lines: installed or not, in the plug-in's range or not,
     the plug-in's import, then the plug-in's own ``doctor_checks()``
     (``entry``: its entry point; ``others``: the other trainers installed
-    here; ``absent``: the other trainers not installed here)."""
+    here; ``among_several``: more than one trainer is declared)."""
     trainer, module = entry.name, entry.module
     name = f"{trainer} plug-in import"
     installed = _version(trainer)
     if not _trainer_installed(trainer):
-        fix, why = _install_extra(trainer, others, absent)
+        fix, why = _install_extra(trainer, others, among_several)
         return [Check(name, None, f"{trainer} not installed (optional)"
                       + (f"; {why}" if why else ""), fix)]
     ranges = [r for r in _extra_requirements(trainer) if r.name.lower() == trainer]
@@ -588,12 +588,12 @@ def _trainer_checks() -> list:
                                                 "distribution metadata is missing",
                       _pip())]
     installed = tuple(e.name for e in entries if _trainer_installed(e.name))
+    among_several = len(entries) > 1
     checks = []
     for entry in entries:
         others = tuple(t for t in installed if t != entry.name)
-        absent = tuple(e.name for e in entries if e.name not in installed and e is not entry)
         checks.extend(_guarded(f"{entry.name} plug-in",
-                               functools.partial(_check_trainer, entry, others, absent)))
+                               functools.partial(_check_trainer, entry, others, among_several)))
     return checks
 
 
