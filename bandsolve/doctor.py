@@ -507,7 +507,8 @@ def _install_extra(extra: str, others: tuple = (), among_several: bool = False) 
         return "", (f"this environment holds {', '.join(others)}: install {extra} in an "
                     f"environment of its own (docs/{extra}.md)")
     if among_several:
-        return f"{_pip(extra)}; in an environment of its own (the trainers' pins conflict)", ""
+        # after the ';' plain words, no shell syntax: a pasted line still runs pip
+        return f"{_pip(extra)}; each trainer needs an environment of its own, as their pins conflict", ""
     return _pip(extra), ""
 
 

@@ -9,6 +9,7 @@ import importlib.metadata
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -512,6 +513,20 @@ def test_regression_doctor_listed_every_trainer_for_one_environment(monkeypatch)
         assert "environment of its own" in note, line
     report = doctor.format_report(lines)
     assert report.count("environment of its own") == len(lines)
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_regression_doctor_trainer_line_pasted_into_bash_was_a_syntax_error(monkeypatch):
+    """The first wording, '...; in an environment of its own (the trainers'
+    pins conflict)', made bash refuse the whole pasted line ('in' is a
+    reserved word; the apostrophe opens a quote), so pip never ran. A
+    trainer's line parses as a shell command line."""
+    monkeypatch.setattr(doctor, "_trainer_installed", lambda trainer: False)
+    for line in doctor._trainer_checks():
+        if line.fix:
+            parsed = subprocess.run(["bash", "-n"], input=line.fix, text=True,
+                                    capture_output=True)
+            assert parsed.returncode == 0, (line.fix, parsed.stderr)
 
 
 def test_reinstall_advice_leaves_the_dependencies_alone():
