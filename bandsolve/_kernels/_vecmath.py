@@ -106,16 +106,11 @@ def ir_inlined(fn):
     return jit(fastmath=CONTRACT, inline="always")(fn)
 
 
-#: ``(u, u - 1, parameter) -> (f(u), f'(u))``
-VECTOR_FORM_SIG = nbtypes.UniTuple(nbtypes.float64, 2)(nbtypes.float64, nbtypes.float64,
-                                                      nbtypes.float64)
-
-
 def vector_form(fn):
-    """A divergence's vector form (``VectorForms.value_and_slope``), of the
-    signature ``VECTOR_FORM_SIG``: inlined into its caller by LLVM, as
-    ``vjit`` (a call across compiled functions left in place keeps the loop
-    scalar: measured 47 ns against 1.8 ns per element for kl's f), and
+    """A divergence's vector form (``VectorForms.value_and_slope``,
+    ``(u, u - 1, parameter) -> (f(u), f'(u))``): inlined into its caller by
+    LLVM, as ``vjit`` (a call across compiled functions left in place keeps
+    the loop scalar: measured 47 ns against 1.8 ns per element for kl's f), and
     compiled where a kernel first calls it, never at import (where it cost
     3.4 s with an empty cache)."""
     return jit(fastmath=CONTRACT, forceinline=True)(fn)
@@ -365,13 +360,6 @@ def log1pmx_series(x):
     return -x * t + 2.0 * t * t2 * s
 
 
-@vjit
-def vlog1pmx(u, x):
-    """log(u) - (u - 1) given u and x = u - 1, without cancellation near
-    u = 1 and without a series select (``vlog_pair``)."""
-    return vlog_pair(u, x)[1]
-
-
 _EXPM1_LOW_K = -100  # below this k, 2^k (1 + p) - 1 rounds to -1
 
 
@@ -399,13 +387,6 @@ def vexp_parts(y):
 
 
 @vjit
-def vexpm1mx(y):
-    """e^y - 1 - y: Taylor for |y| < 1/2, else expm1(y) - y."""
-    series = y * y * taylor_tail(y)
-    return series if abs(y) < 0.5 else vexpm1(y) - y
-
-
-@vjit
 def vxlogx_m_xm1_and_log(u, x):
     """(u log u - (u - 1), log u) given u and x = u - 1 (1 and -inf at u = 0):
     u (log u - x) + x^2 near 1, where it has no cancellation, u log u - x
@@ -426,9 +407,3 @@ def vxlogx_m_xm1_at_log(log_u, u, x, x_m_log_u):
     near = log_u * log_u + (log_u - 1.0) * x_m_log_u
     far = u * log_u - x
     return near if abs(log_u) <= 0.75 else far
-
-
-@vjit
-def vxlogx_m_xm1(u, x):
-    """u log u - (u - 1) given u and x = u - 1 (1 at u = 0)."""
-    return vxlogx_m_xm1_and_log(u, x)[0]

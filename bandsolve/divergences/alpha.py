@@ -160,7 +160,7 @@ def value_and_slope(u, x, a):
     # f' = (u^(a-1) - 1) / (a - 1) = expm1((a - 1) L) / (a - 1), from the same L
     log_u, log_minus_x = vm.vlog_pair(u, x)
     y = a * log_u
-    # one expm1 for both (vexpm1mx(y) is this select with its own expm1)
+    # one expm1 for both (e^y - 1 - y on its own would take its own expm1)
     expm1_y = vm.vexpm1(y)
     near = (y * y * vm.taylor_tail(y) if abs(y) < 0.5 else expm1_y - y) + a * log_minus_x
     far = expm1_y - a * x
