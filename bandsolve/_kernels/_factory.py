@@ -57,6 +57,12 @@ SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
+def unbound(*args):
+    """What a template's slot holds in its own module: a template run as it
+    stands, or reading a slot it did not declare, raises."""
+    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
+
+
 def template(signature=None, parallel=False, *, slots=(), calls=(), constants=(),
              contract=False, inline=False):
     """Mark a function as a template that reads ``slots`` (names from

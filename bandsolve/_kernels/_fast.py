@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numba import prange, types
 
-from ._factory import template
+from ._factory import template, unbound
 from ._solver import LOG_SMALLEST_NORMAL as _LOG_SMALLEST_NORMAL
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
@@ -95,12 +95,8 @@ BLOCK = 512
 
 # The slots the polish template reads (``_factory.SLOT_FIELDS``); unbound here,
 # as in ``_solver``.
-def _unbound(*args):
-    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
-
-
-VECTOR_FORM: Callable[..., Any] = _unbound
-LOG_VECTOR_FORM: Callable[..., Any] = _unbound
+VECTOR_FORM: Callable[..., Any] = unbound
+LOG_VECTOR_FORM: Callable[..., Any] = unbound
 # The compile-time constant (``_factory.specialise(..., FROM_LOGP=...)``):
 # whether x holds log p. Two copies of each kernel, each with its branch
 # folded away, rather than one testing it per element: LLVM does not split

@@ -33,7 +33,7 @@ from typing import Any
 
 from numba import prange, types
 
-from ._factory import template
+from ._factory import template, unbound
 from ._util import InVec, OutVec, jit
 from ._warm_start import interpolate as interpolate_start
 
@@ -101,15 +101,11 @@ def _sigmoid_pair(x):
 # template it calls, with the slots bound to one divergence's numba functions,
 # which numba then calls directly and inlines. Here they are bound to nothing,
 # so a template run as it stands (or reading a slot it did not declare) raises.
-def _unbound(*args):
-    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
-
-
-GENERATOR: Callable[..., Any] = _unbound
-DERIVATIVE: Callable[..., Any] = _unbound
-CONJUGATE: Callable[..., Any] = _unbound
-CLOSED_FORM: Callable[..., Any] = _unbound
-SCALED_CONJUGATE: Callable[..., Any] = _unbound
+GENERATOR: Callable[..., Any] = unbound
+DERIVATIVE: Callable[..., Any] = unbound
+CONJUGATE: Callable[..., Any] = unbound
+CLOSED_FORM: Callable[..., Any] = unbound
+SCALED_CONJUGATE: Callable[..., Any] = unbound
 
 
 _SMALLEST_NORMAL = 2.2250738585072014e-308
