@@ -218,16 +218,12 @@ def saturation_threshold(upper, delta, theta, f_at_zero):
         return perspective(a, b, theta) + b * f_at_zero - delta
 
     lo, hi = -_Z_EDGE, _Z_EDGE  # excess(lo) and excess(hi) differ in sign
-    if upper:
-        if excess(hi) > 0.0:
-            return never
-        if excess(lo) <= 0.0:
-            return -never
-    else:
-        if excess(lo) > 0.0:
-            return never
-        if excess(hi) <= 0.0:
-            return -never
+    # the end that saturates if any z does, and the end that saturates only if every z does
+    if_any, if_every = (hi, lo) if upper else (lo, hi)
+    if excess(if_any) > 0.0:
+        return never
+    if excess(if_every) <= 0.0:
+        return -never
     while True:
         mid = 0.5 * (lo + hi)
         if mid == lo or mid == hi:
