@@ -340,6 +340,11 @@ def vlog_exact(u, x):
     return vlog_pair(u, x)[0]
 
 
+#: 1/21, 1/19, ..., 1/3: Horner's coefficients of the series in t^2 below,
+#: highest degree first
+_ODD_RECIPROCALS = tuple(1.0 / k for k in range(21, 2, -2))
+
+
 @vjit
 def log1pmx_series(x):
     """log(1 + x) - x for |x| <= 1/4 by t = x / (2 + x):
@@ -347,16 +352,9 @@ def log1pmx_series(x):
     ten terms, as |t| <= 1/7 makes t^20 / 21 below 1e-18."""
     t = x / (2.0 + x)
     t2 = t * t
-    s = 1.0 / 21.0
-    s = s * t2 + 1.0 / 19.0
-    s = s * t2 + 1.0 / 17.0
-    s = s * t2 + 1.0 / 15.0
-    s = s * t2 + 1.0 / 13.0
-    s = s * t2 + 1.0 / 11.0
-    s = s * t2 + 1.0 / 9.0
-    s = s * t2 + 1.0 / 7.0
-    s = s * t2 + 1.0 / 5.0
-    s = s * t2 + 1.0 / 3.0
+    s = _ODD_RECIPROCALS[0]
+    for c in _ODD_RECIPROCALS[1:]:
+        s = s * t2 + c
     return -x * t + 2.0 * t * t2 * s
 
 
