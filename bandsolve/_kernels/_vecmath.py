@@ -13,10 +13,11 @@ exp(-inf) = 0, exp(inf) = inf, log(0) = -inf, log(x < 0) = NaN, log1p(-1) =
   ln2, k found by the 1.5 2^52 shifter, so no float-to-int conversion), then
   Taylor to r^13. 2^k is built from its bit
   pattern in two factors, so that overflow and gradual underflow round once.
-* log: u = 2^k m with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals
-  scaled by 2^54 first), then fdlibm's minimax polynomial in s = (m-1)/(m+1).
-* log1p: log(1 + x) plus the first-order correction (x - (u - 1)) / u for the
-  rounding of u = 1 + x.
+* log and log1p, one function (``vlog_exact(u, x)``, given u and x = u - 1):
+  u = 2^k m with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals
+  scaled by 2^54 first), then fdlibm's minimax polynomial in s = (m-1)/(m+1),
+  plus the first-order correction (x - (u - 1)) / u for the rounding of
+  u = 1 + x.
 
 fastmath is limited to ``contract`` (fused multiply-adds): no flag that
 assumes away NaN, inf or signed zeros.
@@ -261,23 +262,6 @@ def _log_parts(u):
     tail = w * (_LG2 + w * (_LG4 + w * _LG6)) + z * (_LG1 + w * (_LG3 + w * (_LG5 + w * _LG7)))
     dk = _int_to_float(k)
     return dk, f, s * (half_f2 + tail) + dk * _LN2_LO - half_f2
-
-
-@vjit
-def vlog(u):
-    """log(u): -inf at 0, NaN below 0, inf at inf."""
-    dk, f, rest = _log_parts(u)
-    result = rest + f + dk * _LN2_HI
-    if u > 0.0:
-        return math.inf if u == math.inf else result
-    return -math.inf if u == 0.0 else math.nan
-
-
-@vjit
-def vlog1p(x):
-    """log(1 + x), to full relative precision near 0."""
-    # x itself where log(1 + x) = x (1 - x/2) rounds to x, keeping the sign of -0.0
-    return x if abs(x) < _TINY else vlog_exact(1.0 + x, x)
 
 
 # --- cancellation-free pieces of the generators -------------------------------
