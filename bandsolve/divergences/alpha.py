@@ -28,7 +28,8 @@ from ._record import Divergence, LogForm, MpGenerator, VectorForms
 
 
 # --- numba ---------------------------------------------------------------------
-def _core_py(u, x, a):
+@generator
+def _core(u, x, a):
     # Valid for a <= 1/2, a != 0. There the two pieces below cancel by at most
     # a factor 2; for a near 1 the caller uses the conjugate instead.
     if u == 0.0:
@@ -57,9 +58,6 @@ def _core_py(u, x, a):
         # of log u by |a log u|, up to 1e-13 at u = 1e-300
         numerator = u**a - 1.0 - a * x
     return numerator / (a * (a - 1.0))
-
-
-_core = generator(_core_py)
 
 
 @generator
