@@ -352,7 +352,6 @@ class FastTables:
     tables (read-only, saturation marked in them) and the lower bound at
     p = 1 (``Kernels.fast_tables``)."""
 
-    divergence: object
     delta: float
     upper: np.ndarray
     lower: np.ndarray
@@ -408,8 +407,7 @@ def _mark_saturation(table, threshold: float, upper: bool) -> None:
     table[near] = math.nan
 
 
-def tables_from(divergence, delta: float, x_upper, x_lower, thresholds,
-                lower_at_one: float) -> FastTables:
+def tables_from(delta: float, x_upper, x_lower, thresholds, lower_at_one: float) -> FastTables:
     """The tables of v = :func:`mirrored_unknown` from the root finder's x at
     ``node_logits()``, with the saturation of each bound marked in them from
     its threshold (upper, lower) in logit p."""
@@ -417,4 +415,4 @@ def tables_from(divergence, delta: float, x_upper, x_lower, thresholds,
     for table, threshold, upper in zip(tables, thresholds, (True, False)):
         _mark_saturation(table, threshold, upper)
         table.setflags(write=False)
-    return FastTables(divergence, float(delta), tables[0], tables[1], float(lower_at_one))
+    return FastTables(float(delta), tables[0], tables[1], float(lower_at_one))
