@@ -109,21 +109,9 @@ _LOCAL_SCALE = 2.0 / (1 << _LOCAL_BITS)
 _PIECE_MASK = PIECES - 1
 
 
-def node_probabilities():
-    """(t, side) of every node, in table order (rows, then nodes): t is
-    min(p, 1 - p) and side 1 means p = 1 - t."""
-    exponents = np.arange(LOWEST_EXPONENT, 0, dtype=np.float64)
-    pieces = np.arange(PIECES, dtype=np.float64)
-    mantissa = 1.0 + (pieces[:, None] + 0.5 * (NODE_S[None, :] + 1.0)) / PIECES
-    t = np.ldexp(mantissa[None, :, :], exponents.astype(int)[:, None, None])
-    t = np.broadcast_to(t, (2, BINADES, PIECES, DEGREE + 1)).reshape(-1)
-    side = np.repeat([0, 1], t.size // 2)
-    return t, side
-
-
 def table_from_nodes(values):
     """Coefficients (rows x DEGREE + 1, low degree first) interpolating the node
-    values (in ``node_probabilities`` order); a NaN node makes its row NaN."""
+    values (in ``node_logits`` order); a NaN node makes its row NaN."""
     vandermonde = np.vander(NODE_S, DEGREE + 1, increasing=True)
     coefficients = values.reshape(-1, DEGREE + 1) @ np.linalg.inv(vandermonde).T
     return np.ascontiguousarray(coefficients)
@@ -359,10 +347,15 @@ class FastTables:
 
 
 def node_logits():
-    """z = logit p of every table node, in table order."""
-    t, side = node_probabilities()
+    """z = logit p of every table node, in table order (rows, then nodes):
+    the nodes of t = min(p, 1 - p), binade by binade and piece by piece,
+    for p = t (side 0) and then for p = 1 - t (side 1, where z = -logit t)."""
+    exponents = np.arange(LOWEST_EXPONENT, 0)
+    pieces = np.arange(PIECES, dtype=np.float64)
+    mantissa = 1.0 + (pieces[:, None] + 0.5 * (NODE_S[None, :] + 1.0)) / PIECES
+    t = np.ldexp(mantissa[None, :, :], exponents[:, None, None]).reshape(-1)
     z = np.log(t) - np.log1p(-t)
-    return np.where(side == 1, -z, z)
+    return np.concatenate([z, -z])
 
 
 def _row_logits():
