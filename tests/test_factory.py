@@ -28,11 +28,11 @@ def test_slots_are_declared_and_collected_through_nested_templates():
     # SCALED_CONJUGATE: perspective's log-domain fallback (issue 18.5)
     generator = {"GENERATOR", "CONJUGATE", "SCALED_CONJUGATE"}
     root = generator | {"DERIVATIVE"}
-    assert _factory._slots_read(_solver.band_by_root) == root
-    assert _factory._slots_read(_solver.margin_at) == root
-    assert _factory._slots_read(_solver.binary_divergence_kernel) == generator
-    assert _factory._slots_read(_solver.band_by_closed_form) == {"CLOSED_FORM"}
-    assert _factory._slots_read(_solver.saturation_threshold) == generator
+    assert _factory._declared(_solver.band_by_root, "slots") == root
+    assert _factory._declared(_solver.margin_at, "slots") == root
+    assert _factory._declared(_solver.binary_divergence_kernel, "slots") == generator
+    assert _factory._declared(_solver.band_by_closed_form, "slots") == {"CLOSED_FORM"}
+    assert _factory._declared(_solver.saturation_threshold, "slots") == generator
 
 
 def test_one_kernel_per_function_set():

@@ -139,8 +139,7 @@ class Kernels:
         self.margins_at(z, delta, x_upper, x_lower, start)
         thresholds = (self.saturation_threshold(True, delta),
                       self.saturation_threshold(False, delta))
-        return _fast.tables_from(self.divergence, delta, x_upper, x_lower, thresholds,
-                                 self._lower_at_one(delta))
+        return _fast.tables_from(delta, x_upper, x_lower, thresholds, self._lower_at_one(delta))
 
     def _lower_at_one(self, delta: float) -> float:
         """The root finder's lower bound at p = 1 (interpreted: one element)."""

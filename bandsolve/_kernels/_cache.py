@@ -170,10 +170,9 @@ if _caching is not None:
                 raise
             except OSError as exc:  # numba would take any OSError for a miss, and keep it
                 raise _DamagedEntry(path, f"cannot be read: {exc.strerror}") from exc
+            payload = _unseal(raw, path)
             try:
-                data = pickle.loads(_unseal(raw, path))
-            except _DamagedEntry:
-                raise
+                data = pickle.loads(payload)
             except Exception as exc:
                 raise _DamagedEntry(path, f"{type(exc).__name__}: {exc}") from exc
             _caching._cache_log("[cache] data loaded from %r", path)

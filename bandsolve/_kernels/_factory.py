@@ -57,6 +57,12 @@ SLOT_FIELDS = {"GENERATOR": "f", "DERIVATIVE": "df", "CONJUGATE": "f_conjugate",
 _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 
+def unbound(*args):
+    """What a template's slot holds in its own module: a template run as it
+    stands, or reading a slot it did not declare, raises."""
+    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
+
+
 def template(signature=None, parallel=False, *, slots=(), calls=(), constants=(),
              contract=False, inline=False):
     """Mark a function as a template that reads ``slots`` (names from
@@ -97,12 +103,12 @@ def specialise(fn, divergence, *, interpret=False, **constants):
     leaves as None (a closed-form kernel for a divergence without one), or
     where ``constants`` is not exactly the set it reads.
     """
-    declared = _constants_read(fn)
+    declared = _declared(fn, "constants")
     if set(constants) != declared:
         raise TypeError(f"{fn.__name__} reads the constants {sorted(declared)} "
                         f"(got {sorted(constants)})")
     functions = []
-    for slot in sorted(_slots_read(fn)):
+    for slot in sorted(_declared(fn, "slots")):
         value = divergence
         for field in SLOT_FIELDS[slot].split("."):
             value = getattr(value, field) if value is not None else None
@@ -116,22 +122,12 @@ def specialise(fn, divergence, *, interpret=False, **constants):
 
 
 @functools.cache
-def _slots_read(fn) -> frozenset:
-    """The slots a template reads, itself or through the templates it calls,
-    as declared."""
-    slots = set(fn.template_slots)
+def _declared(fn, kind: str) -> frozenset:
+    """The names of ``kind`` (``"slots"`` or ``"constants"``) a template
+    reads, itself or through the templates it calls, as declared."""
+    names = set(getattr(fn, f"template_{kind}"))
     for callee in fn.template_calls:
-        slots |= _slots_read(callee)
-    return frozenset(slots)
-
-
-@functools.cache
-def _constants_read(fn) -> frozenset:
-    """The compile-time constants a template reads, itself or through the
-    templates it calls."""
-    names = set(fn.template_constants)
-    for callee in fn.template_calls:
-        names |= _constants_read(callee)
+        names |= _declared(callee, kind)
     return frozenset(names)
 
 
@@ -142,7 +138,7 @@ def _namespace(fn, functions, constants, callee_of) -> dict:
     namespace.update(dict(functions))
     namespace.update(constants)
     for callee in fn.template_calls:
-        needed, needed_constants = _slots_read(callee), _constants_read(callee)
+        needed, needed_constants = _declared(callee, "slots"), _declared(callee, "constants")
         namespace[callee.__name__] = callee_of(
             callee, tuple(item for item in functions if item[0] in needed),
             tuple(item for item in constants if item[0] in needed_constants))

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 from numba import prange, types
 
-from ._factory import template
+from ._factory import template, unbound
 from ._solver import LOG_SMALLEST_NORMAL as _LOG_SMALLEST_NORMAL
 from ._solver import STATUS_OK, STATUS_UNCERTIFIED
 from ._util import InVec, OutVec
@@ -95,12 +95,8 @@ BLOCK = 512
 
 # The slots the polish template reads (``_factory.SLOT_FIELDS``); unbound here,
 # as in ``_solver``.
-def _unbound(*args):
-    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
-
-
-VECTOR_FORM: Callable[..., Any] = _unbound
-LOG_VECTOR_FORM: Callable[..., Any] = _unbound
+VECTOR_FORM: Callable[..., Any] = unbound
+LOG_VECTOR_FORM: Callable[..., Any] = unbound
 # The compile-time constant (``_factory.specialise(..., FROM_LOGP=...)``):
 # whether x holds log p. Two copies of each kernel, each with its branch
 # folded away, rather than one testing it per element: LLVM does not split
@@ -113,21 +109,9 @@ _LOCAL_SCALE = 2.0 / (1 << _LOCAL_BITS)
 _PIECE_MASK = PIECES - 1
 
 
-def node_probabilities():
-    """(t, side) of every node, in table order (rows, then nodes): t is
-    min(p, 1 - p) and side 1 means p = 1 - t."""
-    exponents = np.arange(LOWEST_EXPONENT, 0, dtype=np.float64)
-    pieces = np.arange(PIECES, dtype=np.float64)
-    mantissa = 1.0 + (pieces[:, None] + 0.5 * (NODE_S[None, :] + 1.0)) / PIECES
-    t = np.ldexp(mantissa[None, :, :], exponents.astype(int)[:, None, None])
-    t = np.broadcast_to(t, (2, BINADES, PIECES, DEGREE + 1)).reshape(-1)
-    side = np.repeat([0, 1], t.size // 2)
-    return t, side
-
-
 def table_from_nodes(values):
     """Coefficients (rows x DEGREE + 1, low degree first) interpolating the node
-    values (in ``node_probabilities`` order); a NaN node makes its row NaN."""
+    values (in ``node_logits`` order); a NaN node makes its row NaN."""
     vandermonde = np.vander(NODE_S, DEGREE + 1, increasing=True)
     coefficients = values.reshape(-1, DEGREE + 1) @ np.linalg.inv(vandermonde).T
     return np.ascontiguousarray(coefficients)
@@ -356,7 +340,6 @@ class FastTables:
     tables (read-only, saturation marked in them) and the lower bound at
     p = 1 (``Kernels.fast_tables``)."""
 
-    divergence: object
     delta: float
     upper: np.ndarray
     lower: np.ndarray
@@ -364,10 +347,15 @@ class FastTables:
 
 
 def node_logits():
-    """z = logit p of every table node, in table order."""
-    t, side = node_probabilities()
+    """z = logit p of every table node, in table order (rows, then nodes):
+    the nodes of t = min(p, 1 - p), binade by binade and piece by piece,
+    for p = t (side 0) and then for p = 1 - t (side 1, where z = -logit t)."""
+    exponents = np.arange(LOWEST_EXPONENT, 0)
+    pieces = np.arange(PIECES, dtype=np.float64)
+    mantissa = 1.0 + (pieces[:, None] + 0.5 * (NODE_S[None, :] + 1.0)) / PIECES
+    t = np.ldexp(mantissa[None, :, :], exponents[:, None, None]).reshape(-1)
     z = np.log(t) - np.log1p(-t)
-    return np.where(side == 1, -z, z)
+    return np.concatenate([z, -z])
 
 
 def _row_logits():
@@ -412,8 +400,7 @@ def _mark_saturation(table, threshold: float, upper: bool) -> None:
     table[near] = math.nan
 
 
-def tables_from(divergence, delta: float, x_upper, x_lower, thresholds,
-                lower_at_one: float) -> FastTables:
+def tables_from(delta: float, x_upper, x_lower, thresholds, lower_at_one: float) -> FastTables:
     """The tables of v = :func:`mirrored_unknown` from the root finder's x at
     ``node_logits()``, with the saturation of each bound marked in them from
     its threshold (upper, lower) in logit p."""
@@ -421,4 +408,4 @@ def tables_from(divergence, delta: float, x_upper, x_lower, thresholds,
     for table, threshold, upper in zip(tables, thresholds, (True, False)):
         _mark_saturation(table, threshold, upper)
         table.setflags(write=False)
-    return FastTables(divergence, float(delta), tables[0], tables[1], float(lower_at_one))
+    return FastTables(float(delta), tables[0], tables[1], float(lower_at_one))

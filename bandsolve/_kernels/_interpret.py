@@ -150,9 +150,11 @@ def _replacement(value):
     return value
 
 
-def _copy(fn, namespace: dict):
+def interpreted_template(fn, namespace: dict):
     """fn's code with ``namespace`` as its globals, every global it reads that
-    numba would compile replaced by its interpreted source."""
+    numba would compile replaced by its interpreted source: a template's
+    source with ``_factory``'s bindings of its slots, callees and
+    constants."""
     namespace = dict(namespace)
     for name in _referenced(fn.__code__):
         if name in namespace:
@@ -174,13 +176,7 @@ def interpreted(fn):
     """The interpreted source of a numba function (a Dispatcher, or the Python
     function of one)."""
     py_func = fn.py_func if isinstance(fn, Dispatcher) else fn
-    return _copy(py_func, py_func.__globals__)
-
-
-def interpreted_template(fn, namespace: dict):
-    """A template's source with ``namespace`` (``_factory``'s bindings of its
-    slots, callees and constants) as its globals."""
-    return _copy(fn, namespace)
+    return interpreted_template(py_func, py_func.__globals__)
 
 
 def run(kernel, *args):

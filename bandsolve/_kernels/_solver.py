@@ -33,7 +33,7 @@ from typing import Any
 
 from numba import prange, types
 
-from ._factory import template
+from ._factory import template, unbound
 from ._util import InVec, OutVec, jit
 from ._warm_start import interpolate as interpolate_start
 
@@ -101,15 +101,11 @@ def _sigmoid_pair(x):
 # template it calls, with the slots bound to one divergence's numba functions,
 # which numba then calls directly and inlines. Here they are bound to nothing,
 # so a template run as it stands (or reading a slot it did not declare) raises.
-def _unbound(*args):
-    raise TypeError("a kernel template runs only as compiled by _factory.specialise")
-
-
-GENERATOR: Callable[..., Any] = _unbound
-DERIVATIVE: Callable[..., Any] = _unbound
-CONJUGATE: Callable[..., Any] = _unbound
-CLOSED_FORM: Callable[..., Any] = _unbound
-SCALED_CONJUGATE: Callable[..., Any] = _unbound
+GENERATOR: Callable[..., Any] = unbound
+DERIVATIVE: Callable[..., Any] = unbound
+CONJUGATE: Callable[..., Any] = unbound
+CLOSED_FORM: Callable[..., Any] = unbound
+SCALED_CONJUGATE: Callable[..., Any] = unbound
 
 
 _SMALLEST_NORMAL = 2.2250738585072014e-308
@@ -222,16 +218,12 @@ def saturation_threshold(upper, delta, theta, f_at_zero):
         return perspective(a, b, theta) + b * f_at_zero - delta
 
     lo, hi = -_Z_EDGE, _Z_EDGE  # excess(lo) and excess(hi) differ in sign
-    if upper:
-        if excess(hi) > 0.0:
-            return never
-        if excess(lo) <= 0.0:
-            return -never
-    else:
-        if excess(lo) > 0.0:
-            return never
-        if excess(hi) <= 0.0:
-            return -never
+    # the end that saturates if any z does, and the end that saturates only if every z does
+    if_any, if_every = (hi, lo) if upper else (lo, hi)
+    if excess(if_any) > 0.0:
+        return never
+    if excess(if_every) <= 0.0:
+        return -never
     while True:
         mid = 0.5 * (lo + hi)
         if mid == lo or mid == hi:

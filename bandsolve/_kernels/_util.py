@@ -46,18 +46,6 @@ CONTRACT = frozenset({"contract"})
 #: Both ``u`` and ``u - 1`` are passed so that each function can use whichever
 #: is exact: ``u - 1`` near 1, ``u`` near 0.
 GENERATOR_SIG = types.float64(types.float64, types.float64, types.float64)
-GeneratorFn = types.FunctionType(GENERATOR_SIG)
-
-#: ``scaled_conjugate(s, v, v_minus_1, theta) -> s f*(v)``, computed where
-#: f*(v) itself overflows float64 (a log-domain form; see ``_generators``).
-SCALED_CONJUGATE_SIG = types.float64(types.float64, types.float64, types.float64,
-                                     types.float64)
-
-#: ``closed_form(a, b, delta, theta) -> (upper margin, lower margin)`` in
-#: probability space for (a, b) = (p, 1 - p); see ``Divergence.margins``.
-CLOSED_FORM_SIG = types.UniTuple(types.float64, 2)(
-    types.float64, types.float64, types.float64, types.float64)
-ClosedFormFn = types.FunctionType(CLOSED_FORM_SIG)
 
 #: A contiguous float64 vector the kernel only reads. Declared read-only so
 #: that memory-mapped files, ``np.frombuffer`` and shared arrays (all
@@ -149,12 +137,11 @@ class _Launcher:
             return kernel(*args)
 
 
-# The divergences' numba functions compile lazily, where a kernel first
-# calls them (for float64 arguments: GENERATOR_SIG, SCALED_CONJUGATE_SIG,
-# CLOSED_FORM_SIG), never at import: a kernel loaded from the disk cache
-# carries its callees' code, so a process that finds its kernels there never
-# compiles them, and one that does not compiles only those of the divergence
-# it uses.
+# The divergences' numba functions compile lazily, where a kernel first calls
+# them (for float64 arguments), never at import: a kernel loaded from the disk
+# cache carries its callees' code, so a process that finds its kernels there
+# never compiles them, and one that does not compiles only those of the
+# divergence it uses.
 def generator(fn):
     """A generator-like function ``(u, u - 1, parameter) -> float``, compiled
     on first use."""
@@ -162,13 +149,16 @@ def generator(fn):
 
 
 def scaled_conjugate(fn):
-    """An overflow-free s f*(v), compiled on first use."""
+    """An overflow-free ``(s, v, v - 1, parameter) -> s f*(v)``, for where
+    f*(v) itself overflows float64 (a log-domain form), compiled on first
+    use."""
     return jit(fn)
 
 
 def closed_form(fn):
-    """A closed-form margin ``(a, b, delta, parameter) -> (upper, lower)``,
-    compiled on first use."""
+    """A closed-form margin ``(a, b, delta, parameter) -> (upper, lower)`` in
+    probability for (a, b) = (p, 1 - p) (``Divergence.margins``), compiled
+    on first use."""
     return jit(fn)
 
 

@@ -13,10 +13,11 @@ exp(-inf) = 0, exp(inf) = inf, log(0) = -inf, log(x < 0) = NaN, log1p(-1) =
   ln2, k found by the 1.5 2^52 shifter, so no float-to-int conversion), then
   Taylor to r^13. 2^k is built from its bit
   pattern in two factors, so that overflow and gradual underflow round once.
-* log: u = 2^k m with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals
-  scaled by 2^54 first), then fdlibm's minimax polynomial in s = (m-1)/(m+1).
-* log1p: log(1 + x) plus the first-order correction (x - (u - 1)) / u for the
-  rounding of u = 1 + x.
+* log and log1p, one function (``vlog_exact(u, x)``, given u and x = u - 1):
+  u = 2^k m with m in [sqrt(1/2), sqrt(2)) from the bits (subnormals
+  scaled by 2^54 first), then fdlibm's minimax polynomial in s = (m-1)/(m+1),
+  plus the first-order correction (x - (u - 1)) / u for the rounding of
+  u = 1 + x.
 
 fastmath is limited to ``contract`` (fused multiply-adds): no flag that
 assumes away NaN, inf or signed zeros.
@@ -106,16 +107,11 @@ def ir_inlined(fn):
     return jit(fastmath=CONTRACT, inline="always")(fn)
 
 
-#: ``(u, u - 1, parameter) -> (f(u), f'(u))``
-VECTOR_FORM_SIG = nbtypes.UniTuple(nbtypes.float64, 2)(nbtypes.float64, nbtypes.float64,
-                                                      nbtypes.float64)
-
-
 def vector_form(fn):
-    """A divergence's vector form (``VectorForms.value_and_slope``), of the
-    signature ``VECTOR_FORM_SIG``: inlined into its caller by LLVM, as
-    ``vjit`` (a call across compiled functions left in place keeps the loop
-    scalar: measured 47 ns against 1.8 ns per element for kl's f), and
+    """A divergence's vector form (``VectorForms.value_and_slope``,
+    ``(u, u - 1, parameter) -> (f(u), f'(u))``): inlined into its caller by
+    LLVM, as ``vjit`` (a call across compiled functions left in place keeps
+    the loop scalar: measured 47 ns against 1.8 ns per element for kl's f), and
     compiled where a kernel first calls it, never at import (where it cost
     3.4 s with an empty cache)."""
     return jit(fastmath=CONTRACT, forceinline=True)(fn)
@@ -268,23 +264,6 @@ def _log_parts(u):
     return dk, f, s * (half_f2 + tail) + dk * _LN2_LO - half_f2
 
 
-@vjit
-def vlog(u):
-    """log(u): -inf at 0, NaN below 0, inf at inf."""
-    dk, f, rest = _log_parts(u)
-    result = rest + f + dk * _LN2_HI
-    if u > 0.0:
-        return math.inf if u == math.inf else result
-    return -math.inf if u == 0.0 else math.nan
-
-
-@vjit
-def vlog1p(x):
-    """log(1 + x), to full relative precision near 0."""
-    # x itself where log(1 + x) = x (1 - x/2) rounds to x, keeping the sign of -0.0
-    return x if abs(x) < _TINY else vlog_exact(1.0 + x, x)
-
-
 # --- cancellation-free pieces of the generators -------------------------------
 _SERIES_MAX = 0.25  # below this |x|, u log u - x as u (log u - x) + x^2
 
@@ -345,6 +324,11 @@ def vlog_exact(u, x):
     return vlog_pair(u, x)[0]
 
 
+#: 1/21, 1/19, ..., 1/3: Horner's coefficients of the series in t^2 below,
+#: highest degree first
+_ODD_RECIPROCALS = tuple(1.0 / k for k in range(21, 2, -2))
+
+
 @vjit
 def log1pmx_series(x):
     """log(1 + x) - x for |x| <= 1/4 by t = x / (2 + x):
@@ -352,24 +336,10 @@ def log1pmx_series(x):
     ten terms, as |t| <= 1/7 makes t^20 / 21 below 1e-18."""
     t = x / (2.0 + x)
     t2 = t * t
-    s = 1.0 / 21.0
-    s = s * t2 + 1.0 / 19.0
-    s = s * t2 + 1.0 / 17.0
-    s = s * t2 + 1.0 / 15.0
-    s = s * t2 + 1.0 / 13.0
-    s = s * t2 + 1.0 / 11.0
-    s = s * t2 + 1.0 / 9.0
-    s = s * t2 + 1.0 / 7.0
-    s = s * t2 + 1.0 / 5.0
-    s = s * t2 + 1.0 / 3.0
+    s = _ODD_RECIPROCALS[0]
+    for c in _ODD_RECIPROCALS[1:]:
+        s = s * t2 + c
     return -x * t + 2.0 * t * t2 * s
-
-
-@vjit
-def vlog1pmx(u, x):
-    """log(u) - (u - 1) given u and x = u - 1, without cancellation near
-    u = 1 and without a series select (``vlog_pair``)."""
-    return vlog_pair(u, x)[1]
 
 
 _EXPM1_LOW_K = -100  # below this k, 2^k (1 + p) - 1 rounds to -1
@@ -399,13 +369,6 @@ def vexp_parts(y):
 
 
 @vjit
-def vexpm1mx(y):
-    """e^y - 1 - y: Taylor for |y| < 1/2, else expm1(y) - y."""
-    series = y * y * taylor_tail(y)
-    return series if abs(y) < 0.5 else vexpm1(y) - y
-
-
-@vjit
 def vxlogx_m_xm1_and_log(u, x):
     """(u log u - (u - 1), log u) given u and x = u - 1 (1 and -inf at u = 0):
     u (log u - x) + x^2 near 1, where it has no cancellation, u log u - x
@@ -426,9 +389,3 @@ def vxlogx_m_xm1_at_log(log_u, u, x, x_m_log_u):
     near = log_u * log_u + (log_u - 1.0) * x_m_log_u
     far = u * log_u - x
     return near if abs(log_u) <= 0.75 else far
-
-
-@vjit
-def vxlogx_m_xm1(u, x):
-    """u log u - (u - 1) given u and x = u - 1 (1 at u = 0)."""
-    return vxlogx_m_xm1_and_log(u, x)[0]

@@ -28,7 +28,8 @@ from ._record import Divergence, LogForm, MpGenerator, VectorForms
 
 
 # --- numba ---------------------------------------------------------------------
-def _core_py(u, x, a):
+@generator
+def _core(u, x, a):
     # Valid for a <= 1/2, a != 0. There the two pieces below cancel by at most
     # a factor 2; for a near 1 the caller uses the conjugate instead.
     if u == 0.0:
@@ -57,9 +58,6 @@ def _core_py(u, x, a):
         # of log u by |a log u|, up to 1e-13 at u = 1e-300
         numerator = u**a - 1.0 - a * x
     return numerator / (a * (a - 1.0))
-
-
-_core = generator(_core_py)
 
 
 @generator
@@ -160,7 +158,7 @@ def value_and_slope(u, x, a):
     # f' = (u^(a-1) - 1) / (a - 1) = expm1((a - 1) L) / (a - 1), from the same L
     log_u, log_minus_x = vm.vlog_pair(u, x)
     y = a * log_u
-    # one expm1 for both (vexpm1mx(y) is this select with its own expm1)
+    # one expm1 for both (e^y - 1 - y on its own would take its own expm1)
     expm1_y = vm.vexpm1(y)
     near = (y * y * vm.taylor_tail(y) if abs(y) < 0.5 else expm1_y - y) + a * log_minus_x
     far = expm1_y - a * x

@@ -253,13 +253,6 @@ def _zero(u, x, theta):
     return 0.0
 
 
-def _zero_generator_fields() -> dict:
-    """The Divergence fields of f = 0 (an affine f with its linear term
-    removed): every bound saturates, [0, 1/p]."""
-    return dict(f=_zero, df=_zero, f_conjugate=_zero, f_at_zero=0.0, slope_at_infinity=0.0,
-                curvature_at_one=1.0)
-
-
 # The tail of the conjugate is fitted on v = 2^-k, 2^-(k - 16), ... (exact
 # powers of two, k the largest with f(2^k) finite) and used below 2^-k only
 # where the fit's own error estimate, at the smallest subnormal, is this small
@@ -341,7 +334,8 @@ def compile_generator(name: str, f: Callable, df: Callable | None, f_at_zero: fl
             if value is not None and float(value) != 0.0:
                 raise ValueError(f"{label} of {name!r} must be 0 (got {value}): f is linear, "
                                  "c (u - 1), which generates the zero divergence")
-        return _zero_generator_fields()
+        return dict(f=_zero, df=_zero, f_conjugate=_zero, f_at_zero=0.0, slope_at_infinity=0.0,
+                    curvature_at_one=1.0)
 
     @numba.njit(GENERATOR_SIG, error_model="numpy")
     def f_linear_removed(u, x, theta):
