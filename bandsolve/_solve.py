@@ -273,11 +273,10 @@ def solve(request: BandRequest, warm_start: WarmStart | None = None,
     elif n:
         status = np.empty(n, dtype=np.int8)
         tables = _fast_tables(request, kernels, fast)
-        if tables is None:
-            check_deferred_range(request)  # the root finder counts nothing
         if tables is not None:
             failures = _band_fast(request, kernels, tables, warm_start, lower, upper, status)
         else:
+            check_deferred_range(request)  # the root finder counts nothing
             failures = _band_by_root(request, kernels, warm_start, request.x, lower, upper,
                                      status)
         if failures and request.on_failure == "raise":

@@ -300,11 +300,9 @@ def check_deferred_range(request: BandRequest) -> None:
     its usual ValueError where x has an element outside its domain, NaN or
     inf; nothing where the request deferred none."""
     if request.range_deferred:
-        x = request.inputs[0][1]
-        if request.from_logp:
-            _check_log_probability_range(x, x, "logp")
-        else:
-            _check_probability_range(x, x, "p")
+        name, x = request.inputs[0]  # ("p" or "logp", the checked array)
+        check_range = _check_log_probability_range if request.from_logp else _check_probability_range
+        check_range(x, x, name)
 
 
 # ------------------------------------------------------------------- out=

@@ -16,11 +16,14 @@ Bounds = tuple[NDArray[np.float64], NDArray[np.float64]]
 __all__ = ["band", "band_from_logp", "binary_divergence", "BandSolveError"]
 
 
-def _validated_band(x, from_logp: bool, delta, divergence, max_ratio, out, on_failure):
+def _validated_band(x, from_logp: bool, delta, divergence, max_ratio, out, on_failure, *,
+                    warm_start=None, fast=None) -> Bounds:
+    """Validate once, then solve: :func:`band` and :func:`band_from_logp`, and
+    ``FastBand``'s, which passes its warm start and fast-path tables."""
     request = _validate.band_request(x, delta, divergence, from_logp=from_logp,
                                      max_ratio=max_ratio, on_failure=on_failure,
                                      defer_range_check=True)
-    return solve(request, out=_validate.check_numpy_out(out, request))
+    return solve(request, warm_start, _validate.check_numpy_out(out, request), fast=fast)
 
 
 def band(p: ArrayLike, delta: ArrayLike, divergence: DivergenceLike = "kl", *,

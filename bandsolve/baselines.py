@@ -17,8 +17,7 @@ __all__ = ["ppo_bounds", "clip_higher_bounds", "dcpo_bounds"]
 
 def ppo_bounds(p: ArrayLike, eps: float = 0.2) -> Bounds:
     """PPO / GRPO clip: [1 - eps, 1 + eps] for every p."""
-    p = _validate.check_probability(p)
-    return np.full(p.shape, 1.0 - eps), np.full(p.shape, 1.0 + eps)
+    return clip_higher_bounds(p, eps, eps)
 
 
 def clip_higher_bounds(p: ArrayLike, eps_low: float = 0.2, eps_high: float = 0.28) -> Bounds:

@@ -110,11 +110,12 @@ def _scalar(value, name: str) -> float:
     return float(arr)
 
 
-def _check_eps(value, name: str) -> float:
-    eps = _scalar(value, name)
-    if not 0.0 < eps < 1.0:
-        raise ValueError(f"{name} must lie in (0, 1) (got {eps!r})")
-    return eps
+def _inside_unit(value, name: str) -> float:
+    """A single number in (0, 1): eps, or the reference probability at_p."""
+    number = _scalar(value, name)
+    if not 0.0 < number < 1.0:
+        raise ValueError(f"{name} must lie in (0, 1) (got {number!r})")
+    return number
 
 
 def _sample(logp, name: str) -> np.ndarray:
@@ -185,17 +186,15 @@ def calibrate_delta(divergence: DivergenceLike = "kl", *, clip: float = 0.2,
     """
     div = get_divergence(divergence)
     step = 0.0  # the jumps of a step-function target (a token's share), else 0
-    eps_low = _check_eps(clip, "clip")
-    eps_high = eps_low if clip_high is None else _check_eps(clip_high, "clip_high")
+    eps_low = _inside_unit(clip, "clip")
+    eps_high = eps_low if clip_high is None else _inside_unit(clip_high, "clip_high")
     target = resolve_target(target, at_p=at_p, new_logp=new_logp)
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}: use one of {', '.join(TARGETS)}")
     if target == "width":
         if at_p is None or logp is not None or new_logp is not None:
             raise ValueError("target 'width' takes at_p (and no logp or new_logp)")
-        p = _scalar(at_p, "at_p")
-        if not 0.0 < p < 1.0:
-            raise ValueError(f"at_p must lie in (0, 1) (got {p!r})")
+        p = _inside_unit(at_p, "at_p")
         measure, goal, excluded = _width(p, eps_low, eps_high, div, max_ratio)
         increasing = True
     else:
@@ -265,9 +264,7 @@ def _mean_change(p, eps_low, eps_high, div, max_ratio):
 
 def _mean_divergence(p, eps_low, eps_high, div, max_ratio):
     inside = p > 0  # p = 0 has no band to speak of: a ratio costs nothing there
-    p = p[inside]
-    if p.size == 0:
-        raise ValueError("logp holds only -inf (p = 0): no token to calibrate on")
+    p = p[inside]  # not empty: calibrate_delta refused a sample with no p > 0
     bands = _bands(p, div, max_ratio)
     lower, upper = _clip_bounds(p, eps_low, eps_high)
     costs = [api.binary_divergence(p, lower, div),

@@ -18,8 +18,8 @@ from numpy.typing import ArrayLike
 
 from . import _validate
 from ._kernels._bind import kernels_for
-from ._solve import WarmStart, fast_tables, solve
-from .api import Bounds
+from ._solve import WarmStart, fast_tables
+from .api import Bounds, _validated_band
 from .divergences import DivergenceLike, get_divergence
 
 __all__ = ["FastBand"]
@@ -73,19 +73,14 @@ class FastBand:
     def __repr__(self) -> str:
         return f"FastBand({self.divergence.name!r}, {self.delta!r})"
 
-    def _band(self, x, from_logp: bool, max_ratio, out, on_failure) -> Bounds:
-        request = _validate.band_request(x, self.delta, self.divergence, from_logp=from_logp,
-                                         max_ratio=max_ratio, on_failure=on_failure,
-                                         defer_range_check=True)
-        return solve(request, self._warm_start, _validate.check_numpy_out(out, request),
-                     fast=self._tables)
-
     def band(self, p: ArrayLike, *, max_ratio: float | None = None, out: tuple | None = None,
              on_failure: str = "raise") -> Bounds:
         """``bandsolve.band(p, delta, divergence, max_ratio=..., out=..., on_failure=...)``."""
-        return self._band(p, False, max_ratio, out, on_failure)
+        return _validated_band(p, False, self.delta, self.divergence, max_ratio, out, on_failure,
+                               warm_start=self._warm_start, fast=self._tables)
 
     def band_from_logp(self, logp: ArrayLike, *, max_ratio: float | None = None,
                        out: tuple | None = None, on_failure: str = "raise") -> Bounds:
         """``bandsolve.band_from_logp(logp, delta, divergence, ...)``."""
-        return self._band(logp, True, max_ratio, out, on_failure)
+        return _validated_band(logp, True, self.delta, self.divergence, max_ratio, out,
+                               on_failure, warm_start=self._warm_start, fast=self._tables)

@@ -154,6 +154,13 @@ class Row:
                 and self.kkt_max <= certificate.KKT_TOLERANCE
                 and self.outside == 0 and self.uncertified == 0)
 
+    def _keep_worst(self, measure: str, value: float, where: str) -> None:
+        """``<measure>_max`` and ``<measure>_where`` become ``value`` and
+        ``where`` if ``value`` is the largest yet."""
+        if value > getattr(self, f"{measure}_max"):
+            setattr(self, f"{measure}_max", value)
+            setattr(self, f"{measure}_where", where)
+
     def record_unsolved(self, where: str, p: float, delta: float, side: str,
                         fast_value: float) -> None:
         """A program no rung solved: certify the fast bound itself in mpmath,
@@ -162,31 +169,24 @@ class Row:
         self.bounds += 1
         if own.passes(convex.ACCEPT_WIDTH):
             self.mpmath_only += 1
-            if own.width > self.width_max:
-                self.width_max, self.width_where = own.width, where
+            self._keep_worst("width", own.width, where)
         else:
             self.uncertified += 1
             self.breaches.append(f"{where}: no solver solved it, and mpmath could not certify "
                                  f"the fast bound {float(fast_value)!r} ({own.reason or own.width})")
 
     def record(self, kind: str, where: str, cert, convex_value, fast_value, kkt=()) -> None:
-        err = float(discrepancy(convex_value, fast_value))
-        if kind == "band" and err > self.band_max:
-            self.band_max, self.band_where = err, where
-        if kind == "simplex" and err > self.simplex_max:
-            self.simplex_max, self.simplex_where = err, where
+        """One bound of the 1-d (``kind`` "band") or the vocabulary ("simplex") programs."""
+        self._keep_worst(kind, float(discrepancy(convex_value, fast_value)), where)
         self.bounds += 1
         if not cert.certified:
             self.uncertified += 1
             self.breaches.append(f"{where}: {cert.reason}")
             return
-        if kind == "band" and cert.width > self.width_max:
-            self.width_max, self.width_where = cert.width, where
-        if kind == "simplex" and cert.width > self.simplex_width_max:
-            self.simplex_width_max, self.simplex_width_where = cert.width, where
+        self._keep_worst("width" if kind == "band" else "simplex_width", cert.width, where)
         residuals = [max(k) for k in (cert.kkt, *kkt) if k is not None]
-        if residuals and max(residuals) > self.kkt_max:
-            self.kkt_max, self.kkt_where = max(residuals), where
+        if residuals:
+            self._keep_worst("kkt", max(residuals), where)
         if not cert.contains(fast_value, FAST_SLACK):
             self.outside += 1
             lo, hi = cert.bounds
@@ -238,27 +238,26 @@ def run(divergences=DIVERGENCES, p_values=P_SWEEP, deltas=DELTA_SWEEP, sizes=VOC
                     row.record_unsolved(where, float(p), float(d), side, fast[i])
         bar.update(p_grid.size)
         for (pi, index, kind), d in zip(vocab, vocab_deltas):
+            p = pi[index]
+            fast_bounds = api.band(p, d, name)
+            wheres = [f"{side}, n={pi.size} {kind}, p={p:.4g}, delta={d:g}" for side in ("lower", "upper")]
             try:
                 res = convex.simplex_band(pi, index, d, name)
             except convex.ConvexSolveError as exc:
                 # the vocabulary program's band is the 1-d band (the reduction):
                 # certify the fast bounds of that token in mpmath instead
                 row.failures.append(str(exc))
-                for side, fast in zip(("lower", "upper"), api.band(pi[index], d, name)):
-                    row.record_unsolved(f"{side}, n={pi.size} {kind}, p={pi[index]:.4g}, "
-                                        f"delta={d:g}", float(pi[index]), d, side, float(fast))
-                bar.update(1)
-                continue
-            lo_v, hi_v = api.band(pi[index], d, name)
-            assert res.vocabulary_kkt is not None and res.lower_certificate is not None \
-                and res.upper_certificate is not None
-            row.solver_seconds += res.solve_seconds
-            row.solves += res.solves
-            for side, conv, fast, cert, kkt in (
-                    ("lower", res.lower, lo_v, res.lower_certificate, res.vocabulary_kkt[0]),
-                    ("upper", res.upper, hi_v, res.upper_certificate, res.vocabulary_kkt[1])):
-                row.record("simplex", f"{side}, n={pi.size} {kind}, p={pi[index]:.4g}, "
-                                      f"delta={d:g}", cert.item(), conv, fast, (kkt,))
+                for side, where, fast in zip(("lower", "upper"), wheres, fast_bounds):
+                    row.record_unsolved(where, float(p), d, side, float(fast))
+            else:
+                assert res.vocabulary_kkt is not None and res.lower_certificate is not None \
+                    and res.upper_certificate is not None
+                row.solver_seconds += res.solve_seconds
+                row.solves += res.solves
+                for where, conv, fast, cert, kkt in zip(
+                        wheres, (res.lower, res.upper), fast_bounds,
+                        (res.lower_certificate, res.upper_certificate), res.vocabulary_kkt):
+                    row.record("simplex", where, cert.item(), conv, fast, (kkt,))
             bar.update(1)
         rows.append(row)
     bar.close()

@@ -194,11 +194,12 @@ def simplex_band(pi_old: ArrayLike, index: int, delta: float,
     others = np.delete(old, index)
 
     bounds = BoundSolver(div, ladder or SolverLadder.of(solver), vocabulary=others)
-    estimates = solve(_validate.band_request(p, d, div))
+    # the fast path's bounds centre the charts; p and d are checked already
+    estimates = solve(_validate.checked_request(np.array([p]), False, d, div, np.inf))
     results, kkt = {}, {}
     for side, estimate in zip(("lower", "upper"), estimates):
         try:
-            answer = bounds.solve(p, d, side, float(estimate))
+            answer = bounds.solve(p, d, side, float(estimate[0]))
         except ConvexSolveError:
             at_end = vocabulary_answer_at_end(bounds, p, d, side, others.size)
             if at_end is None:

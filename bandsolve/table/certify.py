@@ -15,7 +15,6 @@ from .evaluate import NUMPY_OPS, evaluate_numpy, interval_of
 
 __all__ = ["certify", "check_against_solver", "table_divergence", "log_sigmoid"]
 
-# Certified for p and 1 - p down to 1e-300, the numpy core's own range.
 # Certified for p and 1 - p down to 1e-300, the numpy core's own range: the
 # check points reach |logit p| = -log(1e-300) = 690.78, the range's edge
 CERTIFIED_Z = -math.log(1e-300)

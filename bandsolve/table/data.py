@@ -81,10 +81,10 @@ def distance_nodes() -> np.ndarray:
     return np.concatenate(parts)
 
 
-def check_table(table, argument: str = "table") -> BandTableData:
+def check_table(table) -> BandTableData:
     """``table`` if it is a :class:`BandTableData`, else a TypeError that names
     what to pass (a wrong object used to fail deep inside, as AttributeError)."""
     if not isinstance(table, BandTableData):
-        raise TypeError(f"{argument} must be a BandTableData (from bandsolve.table.build or "
+        raise TypeError("table must be a BandTableData (from bandsolve.table.build or "
                         f"bandsolve.table.load), got {type(table).__name__}")
     return table

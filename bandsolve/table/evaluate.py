@@ -26,8 +26,7 @@ from .data import (
     check_table,
 )
 
-__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "simplex_cap", "simplex_cap_from_p", "log_share",
-           "evaluate_numpy"]
+__all__ = ["ArrayOps", "NUMPY_OPS", "bounds", "simplex_cap", "log_share", "evaluate_numpy"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,25 +104,17 @@ def log_share(ops: ArrayOps, side, z):
     return ops.clamp(y, None, 0.0)
 
 
-def simplex_cap(ops: ArrayOps, logp):
-    """At most e^(-log p), the cap 1/p, and within a few ulp of it.
+def simplex_cap(ops: ArrayOps, logp, p=None):
+    """At most e^(-log p), the cap 1/p, and within a few ulp of it; from p
+    itself where given: from log p rounded in float32 (band(p) in torch),
+    e^(-log p) was up to 16 ulp off 1/p, either way.
 
     exp rounds to nearest (ATen's and inductor's float32 exp within an ulp),
     so fl(e^(-log p)) could exceed 1/p and an upper bound at the cap broke
     r <= 1/p by up to an ulp. Times (1 - 2 eps) it is 1 to 4 ulp below,
     never below 1 (the cap at p = 1 is 1 exactly); inf stays inf. The
     float64 root finder caps the same way (``simplex_cap_from_logp``)."""
-    return _rounded_down_to_one(ops, ops.exp(-logp))
-
-
-def simplex_cap_from_p(ops: ArrayOps, p):
-    """At most 1/p and within a few ulp of it, from p itself: from log p
-    rounded in float32 (band(p) in torch), e^(-log p) was up to 16 ulp off
-    1/p, either way."""
-    return _rounded_down_to_one(ops, 1.0 / p)
-
-
-def _rounded_down_to_one(ops: ArrayOps, cap):
+    cap = ops.exp(-logp) if p is None else 1.0 / p
     # within an ulp of the cap, times (1 - 2 eps): 1 to 4 ulp below it, and
     # at least 1 (1/p >= 1); inf, a cap past the dtype's range, stays inf
     return ops.clamp(cap * (1.0 - 2.0 * ops.eps(cap)), 1.0, None)
@@ -141,7 +132,7 @@ def bounds(ops: ArrayOps, lower_side, upper_side, logp, q, *, lower_at_one: floa
     both bounds say so rather than a number."""
     # z = logit p; clamped so that p = 0 and p = 1 stay finite in the tails
     z = ops.clamp(logp - ops.log(q), -1e30, 1e30)
-    inv_p = simplex_cap(ops, logp) if p is None else simplex_cap_from_p(ops, p)
+    inv_p = simplex_cap(ops, logp, p)
     upper = ops.minimum(1.0 + ops.exp(log_share(ops, upper_side, z) - logp) * q, inv_p)
     upper = ops.where(z >= upper_side.threshold, inv_p, upper)
     upper = ops.where(logp == -math.inf, math.inf, upper)

@@ -12,6 +12,7 @@ import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -100,7 +101,7 @@ def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") 
             if int(arrays[field]) != expected:
                 raise ValueError(f"table grid {field} = {int(arrays[field])}; this bandsolve "
                                  f"reads {expected}")
-        sides = {}
+        sides: dict[str, Any] = {}  # BandTableData's upper and lower, by name
         for name in ("upper", "lower"):
             coefficients = np.ascontiguousarray(arrays[f"{name}_coefficients"], dtype=np.float64)
             if coefficients.ndim != 2 or coefficients.shape[1] != DEGREE + 1 or \
@@ -108,7 +109,7 @@ def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") 
                 raise ValueError(f"{name} coefficients have shape {coefficients.shape}")
             sides[name] = TableSide(coefficients=coefficients,
                                     **{f: float(arrays[f"{name}_{f}"]) for f in _SIDE_FIELDS})
-        scalars = {}
+        scalars: dict[str, Any] = {}
         for field in ("delta", "max_ratio", "lower_at_one", "rtol", "atol"):
             value = np.asarray(arrays[field])
             if value.shape != () or value.dtype.kind != "f":
@@ -116,10 +117,7 @@ def from_arrays(arrays: Mapping[str, np.ndarray], *, source: str = "the table") 
                                           f"(shape {value.shape}, dtype {value.dtype})")
             scalars[field] = float(value)
         _check_metadata(scalars, source)
-        return BandTableData(divergence=str(arrays["divergence"]), delta=scalars["delta"],
-                             max_ratio=scalars["max_ratio"],
-                             lower_at_one=scalars["lower_at_one"], rtol=scalars["rtol"],
-                             atol=scalars["atol"], upper=sides["upper"], lower=sides["lower"])
+        return BandTableData(divergence=str(arrays["divergence"]), **scalars, **sides)
     except KeyError as exc:
         raise ValueError(f"not a bandsolve table: no field {exc}") from None
 
@@ -218,8 +216,7 @@ def save(table: BandTableData, path: str | os.PathLike) -> Path:
     The file is replaced atomically: a process killed while saving leaves the
     old file whole, or the new one."""
     path = check_destination(path)
-    check_table(table)
-    arrays = to_arrays(table)
+    arrays = to_arrays(table)  # which checks that table is a BandTableData
     archive = io.BytesIO()
     if path.suffix == ".npz":
         np.savez(archive, **arrays)
