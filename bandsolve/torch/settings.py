@@ -58,11 +58,11 @@ class BandSettings:
     validate: Validate = True
 
     def __post_init__(self):
-        get_divergence(self.divergence)
-        validation_mode(self.validate)
         if torch.compiler.is_compiling():
-            return
-        band_arguments(self.delta, self.divergence, self.max_ratio)
+            get_divergence(self.divergence)  # delta may be symbolic: the band checks it
+        else:
+            band_arguments(self.delta, self.divergence, self.max_ratio)
+        validation_mode(self.validate)
 
     def bounds(self, old_log_prob: torch.Tensor, mask: Optional[torch.Tensor] = None  # noqa: UP045
                ) -> TensorBounds:
