@@ -39,6 +39,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from ._extras import EXTRAS
 from ._extras import pip_command as _pip
 from ._files import check_writable_folder
 
@@ -48,20 +49,21 @@ __all__ = ["Check", "diagnose", "exit_code", "format_report", "error_text", "pro
 # Every check catches Exception on purpose (BLE001 below): a doctor that raises
 # on the broken install it is meant to diagnose is no use.
 
-# (name of the distribution and of its import, extra that installs it or None
-# if the package is a core dependency: an absent one fails, an absent optional
-# one is reported); the trainers report their own versions
-_PACKAGES = (
-    ("numpy", None),
-    ("scipy", None),
-    ("numba", None),
-    ("cvxpy", "verify"),
-    ("clarabel", "verify"),
-    ("mpmath", "verify"),
-    ("tqdm", "verify"),
-    ("matplotlib", "plots"),
-    ("torch", "torch"),
-)
+
+def _package_rows() -> tuple:
+    """(name of the distribution and of its import, the extra that installs
+    it): the core's packages with None (an absent one fails), then each
+    extra's modules (:data:`bandsolve._extras.EXTRAS`) with the first extra
+    that has them (an absent one is reported). The trainers report their own
+    versions."""
+    rows: dict[str, str | None] = dict.fromkeys(("numpy", "scipy", "numba"))
+    for extra in ("verify", "plots", "torch"):
+        for module in EXTRAS[extra]:
+            rows.setdefault(module, extra)
+    return tuple(rows.items())
+
+
+_PACKAGES = _package_rows()
 
 #: the entry-point group of the trainers' checks (see the module docstring)
 TRAINER_GROUP = "bandsolve.doctor"
