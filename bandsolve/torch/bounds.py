@@ -242,22 +242,21 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
     _check_input(x)
     mode = validation_mode(validate)
     if torch.compiler.is_compiling():
-        if not isinstance(divergence, str):
-            key, delta, cap = _traced_arguments(delta, divergence, max_ratio)
-            if not isinstance(key, str):
-                # the host solve of a user's numba generator cannot be traced:
-                # say so, rather than let dynamo fail inside numpy
-                raise TypeError(
-                    f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
-                    "torch.compile, build a table for it outside the compiled function "
-                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
-                    "table inside, or call bandsolve.torch outside the compiled region")
-            return _traced(x.detach(), delta, key, cap, from_logp, mode)
         # traced: delta may be a symbolic float (a schedule of deltas makes
         # dynamo generalise it after the first recompile), which no host
         # check can read; the op checks its arguments when it runs
-        return _traced(x.detach(), delta, divergence,
-                       math.inf if max_ratio is None else max_ratio, from_logp, mode)
+        cap = math.inf if max_ratio is None else max_ratio
+        if not isinstance(divergence, str):
+            divergence, delta, cap = _traced_arguments(delta, divergence, max_ratio)
+            if not isinstance(divergence, str):
+                # the host solve of a user's numba generator cannot be traced:
+                # say so, rather than let dynamo fail inside numpy
+                raise TypeError(
+                    f"a user-defined Divergence ({divergence.name!r}) runs eagerly only: under "
+                    "torch.compile, build a table for it outside the compiled function "
+                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
+                    "table inside, or call bandsolve.torch outside the compiled region")
+        return _traced(x.detach(), delta, divergence, cap, from_logp, mode)
     arguments = band_arguments(delta, divergence, max_ratio)
     if isinstance(arguments.divergence, str):
         return _evaluate(x.detach(), arguments, from_logp, mode)
