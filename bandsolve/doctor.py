@@ -203,6 +203,7 @@ def _check_kernels() -> list:
 
     import bandsolve
 
+    fix = f"{_pip(force=True)}; if it persists, report it with this output"
     p, delta = 0.5, 0.05
     # TV's band is the closed form 1 -/+ delta / p (clipped to [0, 1/p])
     expected = (max(0.0, 1.0 - delta / p), min(1.0 / p, 1.0 + delta / p))
@@ -210,13 +211,11 @@ def _check_kernels() -> list:
     got = (float(lower), float(upper))
     if not np.allclose(got, expected, rtol=1e-12, atol=0.0):
         return [Check("numba kernels", False,
-                      f"band(0.5, 0.05, 'tv') = {got}, expected {expected}",
-                      f"{_pip(force=True)}; if it persists, report it with this output")]
+                      f"band(0.5, 0.05, 'tv') = {got}, expected {expected}", fix)]
     kl_lower, kl_upper = bandsolve.band(np.array([1e-3, 0.5, 0.999]), delta, "kl")
     sane = bool(np.all((kl_lower <= 1.0) & (kl_upper >= 1.0) & np.isfinite(kl_lower)))
     if not sane:
-        return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}",
-                      f"{_pip(force=True)}; if it persists, report it with this output")]
+        return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}", fix)]
     return [Check("numba kernels", True,
                   f"compiled; band(0.5, 0.05, 'tv') = ({got[0]:g}, {got[1]:g}) as the closed "
                   "form")]
