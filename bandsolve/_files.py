@@ -128,13 +128,13 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write writes with mode 'w' or 'wb', not {mode!r}")
     target = os.path.realpath(os.fspath(path))  # through symbolic links
+    what = f"cannot write {os.fspath(path)!r}"
     if os.path.isdir(target):
-        raise IsADirectoryError(f"cannot write {os.fspath(path)!r}: it is a folder")
+        raise IsADirectoryError(f"{what}: it is a folder")
     try:
         fd, temporary = _create_temporary(target)
     except OSError as exc:
-        raise _cannot_write(exc, f"cannot write {os.fspath(path)!r}",
-                            os.path.dirname(target)) from None
+        raise _cannot_write(exc, what, os.path.dirname(target)) from None
     try:
         try:
             with os.fdopen(fd, mode, **open_kwargs) as handle:
@@ -148,8 +148,7 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", **open_kwargs: Any) -
                     os.chown(temporary, old.st_uid, old.st_gid)
             os.replace(temporary, target)
         except OSError as exc:  # a full disk, a folder that went away
-            raise _cannot_write(exc, f"cannot write {os.fspath(path)!r}",
-                                os.path.dirname(target)) from exc
+            raise _cannot_write(exc, what, os.path.dirname(target)) from exc
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(temporary)

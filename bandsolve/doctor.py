@@ -39,6 +39,7 @@ import time
 import traceback
 from collections.abc import Callable
 
+from ._extras import EXTRAS
 from ._extras import pip_command as _pip
 from ._files import check_writable_folder
 
@@ -48,20 +49,21 @@ __all__ = ["Check", "diagnose", "exit_code", "format_report", "error_text", "pro
 # Every check catches Exception on purpose (BLE001 below): a doctor that raises
 # on the broken install it is meant to diagnose is no use.
 
-# (distribution names to try, import name, extra that installs it or None if
-# the package is a core dependency); the trainers report their own versions
-_PACKAGES = (
-    (("numpy",), "numpy", None),
-    (("scipy",), "scipy", None),
-    (("numba",), "numba", None),
-    (("cvxpy",), "cvxpy", "verify"),
-    (("clarabel",), "clarabel", "verify"),
-    (("mpmath",), "mpmath", "verify"),
-    (("tqdm",), "tqdm", "verify"),
-    (("matplotlib",), "matplotlib", "plots"),
-    (("torch",), "torch", "torch"),
-)
-_OPTIONAL = {"cvxpy", "clarabel", "mpmath", "tqdm", "matplotlib", "torch"}
+
+def _package_rows() -> tuple:
+    """(name of the distribution and of its import, the extra that installs
+    it): the core's packages with None (an absent one fails), then each
+    extra's modules (:data:`bandsolve._extras.EXTRAS`) with the first extra
+    that has them (an absent one is reported). The trainers report their own
+    versions."""
+    rows: dict[str, str | None] = dict.fromkeys(("numpy", "scipy", "numba"))
+    for extra in ("verify", "plots", "torch"):
+        for module in EXTRAS[extra]:
+            rows.setdefault(module, extra)
+    return tuple(rows.items())
+
+
+_PACKAGES = _package_rows()
 
 #: the entry-point group of the trainers' checks (see the module docstring)
 TRAINER_GROUP = "bandsolve.doctor"
@@ -117,19 +119,27 @@ def error_text(exc: BaseException) -> str:
     return text
 
 
-def _requirements() -> dict:
-    """bandsolve's declared requirements by project name (e.g. verl ->
-    SpecifierSet('<0.10,>=0.9')); empty where packaging is missing."""
+def _declared_requirements() -> list:
+    """bandsolve's declared requirements, extras' included, as packaging
+    Requirements; empty where packaging is missing."""
     try:
         from packaging.requirements import InvalidRequirement, Requirement
     except ImportError:
-        return {}
-    found: dict = {}
+        return []
+    found = []
     for line in importlib.metadata.requires("bandsolve") or ():
         try:
-            req = Requirement(line)
+            found.append(Requirement(line))
         except InvalidRequirement:
             continue
+    return found
+
+
+def _requirements() -> dict:
+    """bandsolve's declared requirements by project name (e.g. verl ->
+    SpecifierSet('<0.10,>=0.9')); empty where packaging is missing."""
+    found: dict = {}
+    for req in _declared_requirements():
         if req.name.lower() != "bandsolve" and str(req.specifier):
             found.setdefault(req.name.lower(), req.specifier)
     return found
@@ -167,30 +177,24 @@ def _check_versions() -> list:
     checks.append(Check("python", True, f"{platform.python_version()} ({sys.executable})"))
 
     specs = _requirements()
-    for dists, module, extra in _PACKAGES:
-        version: str | None = None
-        dist = dists[0]
-        for dist in dists:
-            version = _version(dist)
-            if version is not None:
-                break
+    for name, extra in _PACKAGES:
+        version = _version(name)
         if version is None:
-            if module in _OPTIONAL:
-                checks.append(Check(module, None, "not installed (optional)", _pip(extra)))
+            if extra:
+                checks.append(Check(name, None, "not installed (optional)", _pip(extra)))
             else:
-                checks.append(Check(module, False, "not installed (required)",
-                                    _pip(force=True)))
+                checks.append(Check(name, False, "not installed (required)", _pip(force=True)))
             continue
-        spec = specs.get(dist.lower())
+        spec = specs.get(name.lower())
         if spec is not None and not spec.contains(version, prereleases=True):
-            fix = _pip(extra) if extra else f'pip install "{dist}{spec}"'
-            if module in _OPTIONAL:
-                checks.append(Check(module, True, f"{version}, outside the tested range "
-                                                  f"{spec}", fix))
+            if extra:
+                checks.append(Check(name, True, f"{version}, outside the tested range {spec}",
+                                    _pip(extra)))
             else:
-                checks.append(Check(module, False, f"{version}, bandsolve needs {spec}", fix))
+                checks.append(Check(name, False, f"{version}, bandsolve needs {spec}",
+                                    f'pip install "{name}{spec}"'))
         else:
-            checks.append(Check(module, True, version))
+            checks.append(Check(name, True, version))
     return checks
 
 
@@ -199,6 +203,7 @@ def _check_kernels() -> list:
 
     import bandsolve
 
+    fix = f"{_pip(force=True)}; if it persists, report it with this output"
     p, delta = 0.5, 0.05
     # TV's band is the closed form 1 -/+ delta / p (clipped to [0, 1/p])
     expected = (max(0.0, 1.0 - delta / p), min(1.0 / p, 1.0 + delta / p))
@@ -206,13 +211,11 @@ def _check_kernels() -> list:
     got = (float(lower), float(upper))
     if not np.allclose(got, expected, rtol=1e-12, atol=0.0):
         return [Check("numba kernels", False,
-                      f"band(0.5, 0.05, 'tv') = {got}, expected {expected}",
-                      f"{_pip(force=True)}; if it persists, report it with this output")]
+                      f"band(0.5, 0.05, 'tv') = {got}, expected {expected}", fix)]
     kl_lower, kl_upper = bandsolve.band(np.array([1e-3, 0.5, 0.999]), delta, "kl")
     sane = bool(np.all((kl_lower <= 1.0) & (kl_upper >= 1.0) & np.isfinite(kl_lower)))
     if not sane:
-        return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}",
-                      f"{_pip(force=True)}; if it persists, report it with this output")]
+        return [Check("numba kernels", False, f"KL band out of shape: {kl_lower}, {kl_upper}", fix)]
     return [Check("numba kernels", True,
                   f"compiled; band(0.5, 0.05, 'tv') = ({got[0]:g}, {got[1]:g}) as the closed "
                   "form")]
@@ -442,20 +445,9 @@ def _extra_requirements(extra: str) -> list:
     """bandsolve's requirements under ``extra`` (packaging Requirements, the
     ``extra == ...`` marker dropped); empty where packaging or the metadata is
     missing."""
-    try:
-        from packaging.requirements import InvalidRequirement, Requirement
-    except ImportError:
-        return []
-    found = []
-    for line in importlib.metadata.requires("bandsolve") or ():
-        try:
-            req = Requirement(line)
-        except InvalidRequirement:
-            continue
-        if req.marker is not None and req.marker.evaluate({"extra": extra}) \
-                and not req.marker.evaluate({"extra": ""}):
-            found.append(req)
-    return found
+    return [req for req in _declared_requirements()
+            if req.marker is not None and req.marker.evaluate({"extra": extra})
+            and not req.marker.evaluate({"extra": ""})]
 
 
 def _unmet(extra: str) -> list:
@@ -624,11 +616,10 @@ def format_report(checks: list[Check]) -> str:
     for c in checks:
         lines.append(f"{c.status:<4}  {c.name:<{width}}  {c.detail}")
     problems = [c for c in checks if c.ok is not None and c.fix]
-    optional, seen = [], set()
+    optional: dict[str, Check] = {}  # by fix, the first of each
     for c in checks:  # one line per extra: the version and plug-in lines share it
-        if c.ok is None and c.fix and c.fix not in seen:
-            seen.add(c.fix)
-            optional.append(c)
+        if c.ok is None and c.fix:
+            optional.setdefault(c.fix, c)
     failed = sum(c.ok is False for c in checks)
     warned = sum(c.status == "WARN" for c in checks)
     lines.append("")
@@ -638,7 +629,7 @@ def format_report(checks: list[Check]) -> str:
         lines.append("")
     if optional:
         lines.append("Optional, not installed:")
-        lines.extend(f"  {c.name}: {c.fix}" for c in optional)
+        lines.extend(f"  {c.name}: {c.fix}" for c in optional.values())
         lines.append("")
     lines.append(f"{failed} failed, {warned} warnings, {len(checks)} checks")
     return "\n".join(lines)

@@ -256,11 +256,9 @@ def test_absent_optional_package(monkeypatch):
         return None if dist == "doctor-fake-pkg" else real(dist)
 
     monkeypatch.setattr(doctor, "_version", version)
-    monkeypatch.setattr(doctor, "_PACKAGES",
-                        doctor._PACKAGES + ((("doctor-fake-pkg",), "doctor_fake", "trl"),))
-    monkeypatch.setattr(doctor, "_OPTIONAL", doctor._OPTIONAL | {"doctor_fake"})
+    monkeypatch.setattr(doctor, "_PACKAGES", doctor._PACKAGES + (("doctor-fake-pkg", "trl"),))
     checks = doctor._check_versions()
-    fake = _by_name(checks, "doctor_fake")
+    fake = _by_name(checks, "doctor-fake-pkg")
     assert fake.ok is None and fake.status == "--"
     assert _reinstalls(fake.fix, "trl")
     report = doctor.format_report(checks)

@@ -44,6 +44,15 @@ def builtin_divergences() -> tuple[str, ...]:
     raise RuntimeError("bandsolve.divergences._registry lost its BUILTIN_NAMES")
 
 
+def aligned_table(header: str, cols: tuple[str, ...], rows: list, notes: tuple | list = ()) -> str:
+    """``header``, then the columns ``cols`` right-aligned over ``rows`` (tuples
+    of strings) under a rule of dashes, then ``notes``, one per line."""
+    widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(cols)]
+    line = "  ".join(c.rjust(w) for c, w in zip(cols, widths))
+    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
+    return "\n".join([header, line, "-" * len(line), *body, *notes])
+
+
 def _version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 

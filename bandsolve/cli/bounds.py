@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from . import COMMANDS, builtin_divergences
+from . import COMMANDS, aligned_table, builtin_divergences
 
 PPO_EPS = 0.2
 # a negative number, exponent forms included (-1e-5, -.5e3), for argparse
@@ -35,10 +35,7 @@ def _bounds_table(args) -> str:
         rows.append((f"{pi:.6g}", f"{lo:.6g}", f"{hi:.6g}", f"{pi * (lo - 1) + 0.0:+.6g}",
                      f"{pi * (hi - 1):+.6g}" if np.isfinite(hi) else "inf",
                      f"{-pi * PPO_EPS + 0.0:+.6g}", f"{pi * PPO_EPS:+.6g}"))
-    widths = [max(len(c), *(len(r[k]) for r in rows)) for k, c in enumerate(cols)]
-    line = "  ".join(c.rjust(w) for c, w in zip(cols, widths))
-    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in rows]
-    return "\n".join([header, line, "-" * len(line), *body])
+    return aligned_table(header, cols, rows)
 
 
 def add(sub) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import warnings
 
-from . import COMMANDS, builtin_divergences
+from . import COMMANDS, aligned_table, builtin_divergences
 
 #: bandsolve.calibrate.TARGETS, spelled out for the parser
 TARGETS = ("width", "mean_change", "mean_divergence", "clip_fraction")
@@ -69,10 +69,7 @@ def format_table(rows, *, clip: float, clip_high: float | None, target: str,
                       str(r.excluded)))
     header = f"delta matching the clip {rule}: target {target}, {where}"
     cols = ("divergence", "delta", "clip rule", "band at delta", "excluded")
-    widths = [max(len(h), *(len(r[k]) for r in cells)) for k, h in enumerate(cols)]
-    line = "  ".join(h.rjust(w) for h, w in zip(cols, widths))
-    body = ["  ".join(v.rjust(w) for v, w in zip(r, widths)) for r in cells]
-    return "\n".join([header, line, "-" * len(line), *body, *notes])
+    return aligned_table(header, cols, cells, notes)
 
 
 def _run(args: argparse.Namespace) -> None:

@@ -23,28 +23,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``bandsolve repro``."""
-    parser.add_argument("--out", default=DEFAULT_OUT,
-                        help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
-    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
-    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
-    parser.add_argument("--full", action="store_true",
-                        help="the long training studies, which decide the rows: the "
-                             "autoregressive study on a small transformer and the tabular "
-                             "policy, every rule tuned on pilot seeds, at 16 paired seeds "
-                             "(about 2.5 hours on 2 cores; resumable with --resume)")
-    parser.add_argument("--skip-dynamics", action="store_true",
-                        help="theory claims and figures only (seconds)")
-    parser.add_argument("--jobs", type=_positive_int, default=1,
-                        help="processes for the dynamics study (default 1); runs are seeded "
-                             "per task, so the results do not depend on it")
-    parser.add_argument("--resume", metavar="DIR",
-                        help="keep each finished run of the dynamics study in DIR and reuse "
-                             "those already there: a stopped study resumes where it stopped "
-                             "(entries are pickles: use a folder you trust)")
-
-
 def _run(args: argparse.Namespace) -> int:
     try:
         from ..studies import jobs, report
@@ -73,5 +51,22 @@ def add(sub) -> None:
                                         "is used, in TORCHINDUCTOR_CACHE_DIR if set, else "
                                         "in torch's default, a folder under the system's "
                                         "temporary directory).")
-    add_arguments(parser)
+    parser.add_argument("--out", default=DEFAULT_OUT,
+                        help=f"folder for REPORT.md and figures/ (default ./{DEFAULT_OUT})")
+    parser.add_argument("--out-report", help="where to write the report (default OUT/REPORT.md)")
+    parser.add_argument("--figures", help="folder for the figures (default OUT/figures)")
+    parser.add_argument("--full", action="store_true",
+                        help="the long training studies, which decide the rows: the "
+                             "autoregressive study on a small transformer and the tabular "
+                             "policy, every rule tuned on pilot seeds, at 16 paired seeds "
+                             "(about 2.5 hours on 2 cores; resumable with --resume)")
+    parser.add_argument("--skip-dynamics", action="store_true",
+                        help="theory claims and figures only (seconds)")
+    parser.add_argument("--jobs", type=_positive_int, default=1,
+                        help="processes for the dynamics study (default 1); runs are seeded "
+                             "per task, so the results do not depend on it")
+    parser.add_argument("--resume", metavar="DIR",
+                        help="keep each finished run of the dynamics study in DIR and reuse "
+                             "those already there: a stopped study resumes where it stopped "
+                             "(entries are pickles: use a folder you trust)")
     parser.set_defaults(run=_run)

@@ -55,9 +55,9 @@ the loss SkyRL's registry returns for ``bandpo`` serves the band.
 # no ``from __future__ import annotations``: SkyRL resolves nested config
 # dataclasses from the real field types
 import dataclasses
+import functools
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 import torch
 from skyrl.backends.skyrl_train.utils.off_policy_correction_utils import (
@@ -68,8 +68,8 @@ from skyrl.train.config import AlgorithmConfig, SkyRLTrainConfig, TrainerConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import check_anchor, check_mode, host_metrics, loss_terms, masked_mean
-from ..torch.settings import BandConfigKeys, dual_clip_from_keys, settings_from_keys
+from ..torch.losses import from_band_keys, host_metrics, loss_terms, masked_mean
+from ..torch.settings import BandConfigKeys
 
 __all__ = ["BandPOAlgorithmConfig", "BandPOTrainerConfig", "BandPOTrainConfig",
            "compute_policy_loss_bandpo", "register", "main", "LOSS_NAME", "doctor_checks"]
@@ -98,14 +98,6 @@ class BandPOTrainConfig(SkyRLTrainConfig):
     trainer: BandPOTrainerConfig = dataclasses.field(default_factory=BandPOTrainerConfig)
 
 
-def _reader(config: Any):
-    """``read(key)``: a ``band_*`` key of SkyRL's algorithm config (an object or
-    a dict), its default where absent."""
-    if isinstance(config, dict):
-        return lambda key: config.get(key, getattr(BandConfigKeys, key))
-    return lambda key: getattr(config, key, getattr(BandConfigKeys, key))
-
-
 def compute_policy_loss_bandpo(
     log_probs: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -132,15 +124,13 @@ def compute_policy_loss_bandpo(
     """
     if loss_mask is None:
         loss_mask = torch.ones_like(log_probs)
-    read = _reader(config)
-    anchor = check_anchor(read("band_anchor"))
+    # SkyRL's algorithm config is an object or a dict
+    get = config.get if isinstance(config, dict) else functools.partial(getattr, config)
+    settings, dual_clip, mode, anchor = from_band_keys(get, getattr(config, "clip_ratio_c", 3.0))
     if anchor == "rollout" and rollout_logprobs is None:
         raise ValueError("band_anchor=rollout: SkyRL passed the policy loss no rollout_logprobs "
                          "(the inference engine's log-probabilities)")
-    terms = loss_terms(log_probs, old_log_probs, advantages, loss_mask,
-                       settings_from_keys(read),
-                       dual_clip_from_keys(read, getattr(config, "clip_ratio_c", 3.0)),
-                       check_mode(read("band_mode")),
+    terms = loss_terms(log_probs, old_log_probs, advantages, loss_mask, settings, dual_clip, mode,
                        rollout_logprobs if anchor == "rollout" else None)
     loss = terms.pg_losses
 

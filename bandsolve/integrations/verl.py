@@ -65,8 +65,8 @@ from verl.workers.config import PolicyLossConfig
 
 from .. import doctor
 from .._extras import pip_command
-from ..torch.losses import check_anchor, check_mode, host_metrics, loss_terms
-from ..torch.settings import BandConfigKeys, BandSettings, dual_clip_from_keys, settings_from_keys
+from ..torch.losses import from_band_keys, host_metrics, loss_terms
+from ..torch.settings import BandConfigKeys
 from ._verl_registry import LOSS_NAME, register
 
 __all__ = ["BandPOPolicyLossConfig", "compute_policy_loss_bandpo", "LOSS_NAME", "doctor_checks"]
@@ -77,20 +77,6 @@ class BandPOPolicyLossConfig(PolicyLossConfig, BandConfigKeys):
     """verl's PolicyLossConfig with BandPO's keys (see the module docstring)."""
 
     loss_mode: str = LOSS_NAME
-
-
-def _band_settings(config) -> tuple[BandSettings, float | None, str, str]:
-    """(band settings, dual clip, mode, anchor) from verl's actor config: the
-    ``band_*`` keys of ``config.policy_loss`` (defaults where absent),
-    ``clip_ratio_c``."""
-    policy_loss = config.get("policy_loss", None) or {}
-
-    def read(key):
-        return policy_loss.get(key, getattr(BandConfigKeys, key))
-
-    return (settings_from_keys(read),
-            dual_clip_from_keys(read, config.get("clip_ratio_c", 3.0)),
-            check_mode(read("band_mode")), check_anchor(read("band_anchor")))
 
 
 @register
@@ -121,7 +107,10 @@ def compute_policy_loss_bandpo(
     """
     if config is None:
         raise ValueError("compute_policy_loss_bandpo needs verl's actor config")
-    settings, dual_clip, mode, anchor = _band_settings(config)
+    # the band_* keys of config.policy_loss (defaults where absent), clip_ratio_c
+    policy_loss = config.get("policy_loss", None) or {}
+    settings, dual_clip, mode, anchor = from_band_keys(policy_loss.get,
+                                                       config.get("clip_ratio_c", 3.0))
     if anchor == "rollout" and rollout_log_probs is None:
         raise ValueError("band_anchor=rollout: verl passed the policy loss no rollout_log_probs "
                          "(verl 0.9's ppo_loss passes none); set "

@@ -49,12 +49,11 @@ _EAGER_RTOL_LIMIT = 1e-5
 
 
 @functools.lru_cache(maxsize=32)
-def _host_table(divergence, delta: float, max_ratio: float) -> _table.BandTableData:
-    data = _table.build(divergence, delta, max_ratio=None if max_ratio == math.inf
-                        else max_ratio)
+def _host_table(arguments: BandArguments) -> _table.BandTableData:
+    data = _table.build(arguments.divergence, arguments.delta, max_ratio=arguments.cap)
     if not data.rtol <= _EAGER_RTOL_LIMIT:
         raise ValueError(
-            f"bandsolve.torch cannot tabulate {data.divergence} at delta={delta!r} to its "
+            f"bandsolve.torch cannot tabulate {data.divergence} at delta={arguments.delta!r} to its "
             f"promised accuracy (the table's certified rtol is {data.rtol:.3g}, above "
             f"{_EAGER_RTOL_LIMIT:g}; tables are certified exactly for delta from 1e-6 to 10): "
             "use tensors on the CPU or the numpy API bandsolve.band, which solve every "
@@ -63,9 +62,8 @@ def _host_table(divergence, delta: float, max_ratio: float) -> _table.BandTableD
 
 
 @functools.lru_cache(maxsize=32)
-def _device_table(divergence, delta: float, max_ratio: float, device: torch.device
-                  ) -> BandTable:
-    return BandTable(_host_table(divergence, delta, max_ratio), device)
+def _table_of(arguments: BandArguments, device: torch.device) -> BandTable:
+    return BandTable(_host_table(arguments), device)
 
 
 @torch.compiler.assume_constant_result
@@ -85,19 +83,16 @@ def _delta_tensor(delta) -> torch.Tensor:
     return torch.ones((), dtype=torch.float64, device="cpu") * delta
 
 
-def _host_value(delta: torch.Tensor) -> float:
-    # a CPU tensor (_delta_tensor): through numpy, not Tensor.__float__, which
-    # is the read back that validate="async" promises never to do on a device
-    return float(delta.numpy())
-
-
 def _arguments_at_run_time(delta: torch.Tensor, divergence: str, max_ratio: float
                            ) -> BandArguments:
     """The custom ops' arguments, checked when the op runs: traced, they
     arrive unchecked (a delta may be a symbolic float there, which no host
     check can read), and are checked here with the numpy API's messages
     (once per distinct value: :func:`band_arguments`)."""
-    return band_arguments(_host_value(delta), divergence,
+    # delta is a CPU tensor (_delta_tensor): read through numpy, not
+    # Tensor.__float__, which is the read back that validate="async" promises
+    # never to do on a device
+    return band_arguments(float(delta.numpy()), divergence,
                           None if max_ratio == math.inf else max_ratio)
 
 
@@ -144,10 +139,6 @@ def _table_op_fake(x, delta, divergence, max_ratio, from_logp, validate):
     dtype = compute_dtype(x.dtype)
     return (x.new_empty((2, DEGREE + 1, 2 * INTERVALS_PER_SIGN), dtype=dtype),
             x.new_empty((6,), dtype=dtype), x.new_empty((2,), dtype=torch.int64))
-
-
-def _table_of(arguments: BandArguments, device: torch.device) -> BandTable:
-    return _device_table(arguments.divergence, arguments.delta, arguments.max_ratio, device)
 
 
 def _evaluate(x, arguments: BandArguments, from_logp: bool, validate: str):
@@ -251,22 +242,21 @@ def _dispatch(x, delta, divergence, max_ratio, from_logp: bool, validate: Valida
     _check_input(x)
     mode = validation_mode(validate)
     if torch.compiler.is_compiling():
-        if not isinstance(divergence, str):
-            key, delta, cap = _traced_arguments(delta, divergence, max_ratio)
-            if not isinstance(key, str):
-                # the host solve of a user's numba generator cannot be traced:
-                # say so, rather than let dynamo fail inside numpy
-                raise TypeError(
-                    f"a user-defined Divergence ({key.name!r}) runs eagerly only: under "
-                    "torch.compile, build a table for it outside the compiled function "
-                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
-                    "table inside, or call bandsolve.torch outside the compiled region")
-            return _traced(x.detach(), delta, key, cap, from_logp, mode)
         # traced: delta may be a symbolic float (a schedule of deltas makes
         # dynamo generalise it after the first recompile), which no host
         # check can read; the op checks its arguments when it runs
-        return _traced(x.detach(), delta, divergence,
-                       math.inf if max_ratio is None else max_ratio, from_logp, mode)
+        cap = math.inf if max_ratio is None else max_ratio
+        if not isinstance(divergence, str):
+            divergence, delta, cap = _traced_arguments(delta, divergence, max_ratio)
+            if not isinstance(divergence, str):
+                # the host solve of a user's numba generator cannot be traced:
+                # say so, rather than let dynamo fail inside numpy
+                raise TypeError(
+                    f"a user-defined Divergence ({divergence.name!r}) runs eagerly only: under "
+                    "torch.compile, build a table for it outside the compiled function "
+                    "(bandsolve.torch.BandTable.build(divergence, delta)) and call the "
+                    "table inside, or call bandsolve.torch outside the compiled region")
+        return _traced(x.detach(), delta, divergence, cap, from_logp, mode)
     arguments = band_arguments(delta, divergence, max_ratio)
     if isinstance(arguments.divergence, str):
         return _evaluate(x.detach(), arguments, from_logp, mode)

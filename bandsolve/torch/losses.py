@@ -36,6 +36,7 @@ import numbers
 import torch
 
 from .rules import Band, ClipHigher
+from .settings import BandConfigKeys, BandSettings
 
 #: how the band bounds the surrogate (see the module docstring)
 LOSS_MODES = ("clip", "mask")
@@ -101,6 +102,35 @@ def check_anchor(anchor) -> str:
     if anchor not in ANCHORS:
         raise ValueError(f"band_anchor must be one of {ANCHORS} (got {anchor!r})")
     return anchor
+
+
+def from_band_keys(get, clip_ratio_c) -> tuple[BandSettings, float | None, str, str]:
+    """(settings, dual clip, mode, anchor) of a trainer's config, which
+    :func:`loss_terms` and the anchor take: ``get(key, default)`` reads a key
+    of :class:`~bandsolve.torch.settings.BandConfigKeys` (``dict.get``, or
+    ``getattr`` of an object), its default where the config has none. The
+    dual-clip constant is the trainer's ``clip_ratio_c`` where
+    ``band_dual_clip`` is on, else None.
+
+    Raises
+    ------
+    ValueError
+        A bad setting (as :class:`BandSettings`), mode or anchor;
+        ``clip_ratio_c <= 1`` with the dual clip.
+    """
+    def read(key):
+        return get(key, getattr(BandConfigKeys, key))
+
+    max_ratio = read("band_max_ratio")
+    settings = BandSettings(delta=float(read("band_delta")), divergence=str(read("band_divergence")),
+                            max_ratio=None if max_ratio is None else float(max_ratio),
+                            validate=bool(read("band_validate")))
+    dual_clip = None
+    if read("band_dual_clip"):
+        dual_clip = float(clip_ratio_c)
+        if not dual_clip > 1.0:
+            raise ValueError(f"clip_ratio_c must be > 1 for the dual clip (got {dual_clip})")
+    return settings, dual_clip, check_mode(read("band_mode")), check_anchor(read("band_anchor"))
 
 
 def aggregate(loss_mat: torch.Tensor, mask: torch.Tensor, mode: str) -> torch.Tensor:

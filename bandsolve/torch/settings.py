@@ -16,7 +16,7 @@ from .bounds import band_from_logp
 from .device_table import TensorBounds
 from .validation import Validate, band_arguments, old_log_prob_for_band, validation_mode
 
-__all__ = ["BandSettings", "BandConfigKeys", "settings_from_keys", "dual_clip_from_keys"]
+__all__ = ["BandSettings", "BandConfigKeys"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,11 +58,11 @@ class BandSettings:
     validate: Validate = True
 
     def __post_init__(self):
-        get_divergence(self.divergence)
-        validation_mode(self.validate)
         if torch.compiler.is_compiling():
-            return
-        band_arguments(self.delta, self.divergence, self.max_ratio)
+            get_divergence(self.divergence)  # delta may be symbolic: the band checks it
+        else:
+            band_arguments(self.delta, self.divergence, self.max_ratio)
+        validation_mode(self.validate)
 
     def bounds(self, old_log_prob: torch.Tensor, mask: Optional[torch.Tensor] = None  # noqa: UP045
                ) -> TensorBounds:
@@ -114,22 +114,3 @@ class BandConfigKeys:
     band_mode: str = "clip"
     band_anchor: str = "old"
 
-
-def settings_from_keys(read) -> BandSettings:
-    """BandSettings from a trainer's config, ``read(key)`` giving the value
-    of a ``band_*`` key (its default where the config has none)."""
-    max_ratio = read("band_max_ratio")
-    return BandSettings(delta=float(read("band_delta")), divergence=str(read("band_divergence")),
-                        max_ratio=None if max_ratio is None else float(max_ratio),
-                        validate=bool(read("band_validate")))
-
-
-def dual_clip_from_keys(read, clip_ratio_c) -> Optional[float]:  # noqa: UP045
-    """The dual-clip constant: the trainer's ``clip_ratio_c`` where
-    ``band_dual_clip`` is on, else None; ValueError for one <= 1."""
-    if not read("band_dual_clip"):
-        return None
-    value = float(clip_ratio_c)
-    if not value > 1.0:
-        raise ValueError(f"clip_ratio_c must be > 1 for the dual clip (got {value})")
-    return value

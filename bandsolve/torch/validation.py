@@ -59,9 +59,7 @@ def _checked(delta, divergence, max_ratio) -> BandArguments:
     return BandArguments(key, float(delta_arr), cap)
 
 
-@functools.lru_cache(maxsize=256)
-def _checked_once(delta, divergence, max_ratio) -> BandArguments:
-    return _checked(delta, divergence, max_ratio)
+_checked_once = functools.lru_cache(maxsize=256)(_checked)
 
 
 def _scalar(value) -> bool:
@@ -123,11 +121,6 @@ def any_invalid(x: torch.Tensor, from_logp: bool, above: float = 0.0) -> torch.T
     return torch.logical_not((low >= 0.0) & (high <= 1.0))
 
 
-def _expected(from_logp: bool) -> str:
-    return "must be <= 0 (and not NaN or +inf)" if from_logp \
-        else "must lie in [0, 1] (and not be NaN or inf)"
-
-
 def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: float = 0.0):
     """Check for NaN, +inf and values outside [-inf, 0] (log p) or [0, 1] (p);
     ``name`` is the argument's name in messages.
@@ -143,7 +136,8 @@ def check_values(x: torch.Tensor, from_logp: bool, mode: str, name: str, above: 
         return
     v = x.detach()
     bad = any_invalid(v, from_logp, above)
-    expected = _expected(from_logp)
+    expected = ("must be <= 0 (and not NaN or +inf)" if from_logp
+                else "must lie in [0, 1] (and not be NaN or inf)")
     if mode == "async" or (mode == "auto" and v.device.type != "cpu"):
         # On CUDA a failed assertion surfaces at the next synchronisation as a
         # device-side assert, which leaves the CUDA context unusable: the
