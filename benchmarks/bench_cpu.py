@@ -31,31 +31,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
+from _report import Report, best_time, probabilities, spread
+from baseline import bisect_kl_band
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from baseline import bisect_kl_band  # noqa: E402
-
-import bandsolve as bs  # noqa: E402
+import bandsolve as bs
 
 DELTA = 0.05
-
-
-def best_time(fn, repeat):
-    fn()  # warm-up: numba compilation or cache load, page faults
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def probabilities(n, seed=0):
-    return np.exp(np.random.default_rng(seed).uniform(np.log(1e-6), 0.0, n))
 
 
 #: every built-in with a closed form (the registry's order)
@@ -84,12 +68,6 @@ def first_call_times(cache_dir):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout
     return {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
-
-
-def spread(values):
-    """'median [min-max]' of a list of ratios."""
-    values = sorted(values)
-    return f"{statistics.median(values):.1f}x [{values[0]:.1f}-{values[-1]:.1f}]"
 
 
 def _two_output_floor():
@@ -133,12 +111,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", help="also write the Markdown tables here")
     args = parser.parse_args(argv)
-    lines = []
-
-    def emit(text=""):
-        print(text, flush=True)
-        lines.append(text)
-
+    emit = Report()
     import numba
     emit(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
          f"numba threads {numba.get_num_threads()}, numpy {np.__version__}, "
@@ -203,10 +176,7 @@ def main(argv=None):
     for key in cold:
         what = "`import bandsolve`" if key == "import" else f"first `band(p, 0.05, '{key}')`"
         emit(f"| {what} | {cold[key]:.2f} | {warm[key]:.3f} |")
-
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
+    emit.write(args.out)
 
 
 if __name__ == "__main__":

@@ -33,14 +33,11 @@ import argparse
 import csv
 import dataclasses
 import os
-import sys
 
 import torch
+from torch_bench import DELTA, _timer, bisection_band
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bench import DELTA, _timer, bisection_band  # noqa: E402
-
-from bandsolve.torch import band_from_logp  # noqa: E402
+from bandsolve.torch import band_from_logp
 
 
 @dataclasses.dataclass(frozen=True)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pathlib
 import platform
 import statistics
 import sys
@@ -51,6 +52,7 @@ import time
 
 import numpy as np
 import torch
+from _report import verdict
 
 import bandsolve as bs
 from bandsolve.torch import BandTable, band_from_logp
@@ -203,9 +205,8 @@ def eager_targets(rows, n=524288, limit=5.0) -> str:
             continue
         for name in ("eager", "eager+out"):
             ratio = ms[name][0] / ms["clamp"][0]
-            verdict = "met" if ratio <= limit else f"missed by {ratio / limit:.1f}x"
             lines.append(f"- {name}, {dtype}, {n:,} tokens: {ratio:.1f}x a clamp "
-                         f"(target <= {limit:g}x): {verdict}")
+                         f"(target <= {limit:g}x): {verdict(ratio, limit, digits=1)}")
     return "\n".join(lines)
 
 
@@ -232,8 +233,7 @@ def main(argv=None, *, default_device="cpu", default_sizes=(32768, 524288)):
         text += "\n\nIssue 33's eager target:\n\n" + targets
     print(text)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+        pathlib.Path(args.out).write_text(text + "\n")
     return 0
 
 
