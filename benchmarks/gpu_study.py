@@ -35,7 +35,7 @@ import dataclasses
 import os
 
 import torch
-from torch_bench import DELTA, _timer, bisection_band
+from torch_bench import DELTA, bisection_band, timings
 
 from bandsolve.torch import band_from_logp
 
@@ -86,10 +86,9 @@ class _Writer:
 
 def cost_claim(config: GpuStudyConfig, write) -> None:
     device = torch.device(config.device)
-    timed = _timer(device, config.repeat)
 
     def measure(fn):  # the median of the repeats (the timer also gives min and max)
-        return timed(fn)[0]
+        return timings(fn, device, config.repeat)[0]
 
     for dtype in (torch.float32, torch.bfloat16):
         logp = torch.log(torch.rand(config.tokens, device=device).clamp(min=1e-6)).to(dtype)
