@@ -31,31 +31,16 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
+import numba
 import numpy as np
+from _report import Report, best_time, probabilities, spread
+from baseline import bisect_kl_band
 from tqdm import tqdm
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from baseline import bisect_kl_band  # noqa: E402
-
-import bandsolve as bs  # noqa: E402
+import bandsolve as bs
 
 DELTA = 0.05
-
-
-def best_time(fn, repeat):
-    fn()  # warm-up: numba compilation or cache load, page faults
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
-
-
-def probabilities(n, seed=0):
-    return np.exp(np.random.default_rng(seed).uniform(np.log(1e-6), 0.0, n))
 
 
 #: every built-in with a closed form (the registry's order)
@@ -86,27 +71,16 @@ def first_call_times(cache_dir):
     return {line.split()[0]: float(line.split()[1]) for line in out.splitlines()}
 
 
-def spread(values):
-    """'median [min-max]' of a list of ratios."""
-    values = sorted(values)
-    return f"{statistics.median(values):.1f}x [{values[0]:.1f}-{values[-1]:.1f}]"
-
-
-def _two_output_floor():
+@numba.njit(parallel=True)
+def write_both(x, first, second):
     """A numba parallel loop that only writes p into two outputs: what any
     kernel of the same shape (one read, two writes, a thread launch) costs."""
-    import numba
-
-    @numba.njit(parallel=True)
-    def write_both(x, first, second):
-        for i in numba.prange(x.size):
-            first[i] = x[i]
-            second[i] = x[i]
-
-    return write_both
+    for i in numba.prange(x.size):
+        first[i] = x[i]
+        second[i] = x[i]
 
 
-def one_round(p, repeat, floor_kernel):
+def one_round(p, repeat):
     """Times (seconds) of one round of sections 1 and 2."""
     t = {"bisection": best_time(lambda: bisect_kl_band(p, DELTA), max(1, repeat // 2)),
          "band kl": best_time(lambda: bs.band(p, DELTA, "kl"), repeat),
@@ -119,7 +93,7 @@ def one_round(p, repeat, floor_kernel):
     # the same array into a preallocated buffer (the two bounds are two writes)
     buffer, lower_out, upper_out = np.empty_like(p), np.empty_like(p), np.empty_like(p)
     t["copyto"] = best_time(lambda: np.copyto(buffer, p), repeat)
-    t["floor"] = best_time(lambda: floor_kernel(p, lower_out, upper_out), repeat)
+    t["floor"] = best_time(lambda: write_both(p, lower_out, upper_out), repeat)
     for name in CLOSED_FORMS:
         t[name + " out"] = best_time(lambda: bs.band(p, DELTA, name, out=(lower_out, upper_out)),
                                      repeat)
@@ -133,13 +107,7 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--out", help="also write the Markdown tables here")
     args = parser.parse_args(argv)
-    lines = []
-
-    def emit(text=""):
-        print(text, flush=True)
-        lines.append(text)
-
-    import numba
+    emit = Report()
     emit(f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
          f"numba threads {numba.get_num_threads()}, numpy {np.__version__}, "
          f"numba {numba.__version__}")
@@ -147,8 +115,7 @@ def main(argv=None):
          f"{args.rounds} rounds; ratios: median [lowest-highest round]")
     emit()
     p = probabilities(args.n)
-    floor_kernel = _two_output_floor()
-    rounds = [one_round(p, args.repeat, floor_kernel) for _ in tqdm(range(args.rounds), desc="rounds")]
+    rounds = [one_round(p, args.repeat) for _ in tqdm(range(args.rounds), desc="rounds")]
 
     def ms(key):
         return f"{1e3 * statistics.median(r[key] for r in rounds):.2f}"
@@ -203,10 +170,7 @@ def main(argv=None):
     for key in cold:
         what = "`import bandsolve`" if key == "import" else f"first `band(p, 0.05, '{key}')`"
         emit(f"| {what} | {cold[key]:.2f} | {warm[key]:.3f} |")
-
-    if args.out:
-        with open(args.out, "w") as fh:
-            fh.write("\n".join(lines) + "\n")
+    emit.write(args.out)
 
 
 if __name__ == "__main__":

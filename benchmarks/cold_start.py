@@ -34,8 +34,7 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _report import Report  # noqa: E402
+from _report import Report, spread, verdict
 
 _LOGP = "logp = -torch.rand(32768, generator=torch.Generator().manual_seed(0)) * 10 - 1e-6"
 
@@ -109,11 +108,6 @@ def run_case(case, cache_dir):
     return cpu, wall, inner["cpu"], inner["wall"]
 
 
-def spread(values, unit=""):
-    return (f"{statistics.median(values):.2f}{unit} "
-            f"[{min(values):.2f}-{max(values):.2f}]")
-
-
 _FIGURES = ("process cpu", "process wall", "call cpu", "call wall")
 
 
@@ -158,8 +152,9 @@ def main(argv=None):
     emit("|---|---:|---:|---:|---:|---:|---:|")
     for case in cases:
         t = results[case]
-        emit(f"| `{case}` | {spread(t['cold process cpu'])} | {spread(t['warm process cpu'])} | "
-             f"{spread(_figure(t, 'cold / warm'), 'x')} | {spread(t['cold process wall'])} | "
+        emit(f"| `{case}` | {spread(t['cold process cpu'], 2, '')} | "
+             f"{spread(t['warm process cpu'], 2, '')} | {spread(_figure(t, 'cold / warm'), 2)} | "
+             f"{spread(t['cold process wall'], 2, '')} | "
              f"{statistics.median(t['cold call cpu']):.2f} / "
              f"{statistics.median(t['cold call wall']):.2f} | "
              f"{statistics.median(t['warm call cpu']):.2f} / "
@@ -171,8 +166,7 @@ def main(argv=None):
         if case not in results:
             continue
         worst = max(_figure(results[case], what))
-        verdict = "met" if worst <= limit else f"missed by {worst / limit:.2f}x"
-        emit(f"| `{case}` | {what} | {limit:g}{unit} | {worst:.2f}{unit} | {verdict} |")
+        emit(f"| `{case}` | {what} | {limit:g}{unit} | {worst:.2f}{unit} | {verdict(worst, limit)} |")
     emit()
     emit.finish(args.out)
 

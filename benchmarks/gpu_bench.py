@@ -19,11 +19,7 @@ runs it at 32,768 and 524,288 tokens after the CUDA tests:
     python benchmarks/gpu_bench.py --sizes 32768 524288 --out /tmp/gpu_bench.md
 """
 
-import os
-import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bench import main  # noqa: E402
+from torch_bench import main
 
 if __name__ == "__main__":
     raise SystemExit(main(default_device="cuda", default_sizes=(32768, 524288, 8388608)))

@@ -33,14 +33,11 @@ import argparse
 import csv
 import dataclasses
 import os
-import sys
 
 import torch
+from torch_bench import DELTA, bisection_band, timings
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_bench import DELTA, _timer, bisection_band  # noqa: E402
-
-from bandsolve.torch import band_from_logp  # noqa: E402
+from bandsolve.torch import band_from_logp
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,10 +86,9 @@ class _Writer:
 
 def cost_claim(config: GpuStudyConfig, write) -> None:
     device = torch.device(config.device)
-    timed = _timer(device, config.repeat)
 
     def measure(fn):  # the median of the repeats (the timer also gives min and max)
-        return timed(fn)[0]
+        return timings(fn, device, config.repeat)[0]
 
     for dtype in (torch.float32, torch.bfloat16):
         logp = torch.log(torch.rand(config.tokens, device=device).clamp(min=1e-6)).to(dtype)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import pathlib
 import platform
 import statistics
 import sys
@@ -51,6 +52,7 @@ import time
 
 import numpy as np
 import torch
+from _report import verdict
 
 import bandsolve as bs
 from bandsolve.torch import BandTable, band_from_logp
@@ -91,33 +93,31 @@ def _synchronise(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _timer(device: torch.device, repeat: int):
-    """measure(fn) -> (median ms, fastest, slowest, median host ms per call)."""
-    def measure(fn):
-        for _ in range(2):
+def timings(fn, device: torch.device, repeat: int):
+    """(median ms, fastest, slowest, median host ms per call) of ``fn`` on ``device``."""
+    for _ in range(2):
+        fn()
+    times, host = [], []
+    for _ in range(repeat):
+        if device.type == "cuda":
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
             fn()
-        times, host = [], []
-        for _ in range(repeat):
-            if device.type == "cuda":
-                start = torch.cuda.Event(enable_timing=True)
-                end = torch.cuda.Event(enable_timing=True)
-                start.record()
-                fn()
-                end.record()
-                torch.cuda.synchronize()
-                times.append(start.elapsed_time(end))
-            else:
-                start = time.perf_counter()
-                fn()
-                times.append((time.perf_counter() - start) * 1e3)
-        for _ in range(repeat):
-            _synchronise(device)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        else:
             start = time.perf_counter()
             fn()
-            _synchronise(device)
-            host.append((time.perf_counter() - start) * 1e3)
-        return statistics.median(times), min(times), max(times), statistics.median(host)
-    return measure
+            times.append((time.perf_counter() - start) * 1e3)
+    for _ in range(repeat):
+        _synchronise(device)
+        start = time.perf_counter()
+        fn()
+        _synchronise(device)
+        host.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(times), min(times), max(times), statistics.median(host)
 
 
 def _error_ratio(lower, upper, logp):
@@ -135,7 +135,6 @@ def _error_ratio(lower, upper, logp):
 
 def run(device: str, sizes, repeat: int, with_compile: bool = True):
     dev = torch.device(device)
-    measure = _timer(dev, repeat)
     table = BandTable.build("kl", DELTA, max_ratio=MAX_RATIO, device=dev)
     compiled = torch.compile(lambda x: table(x, validate=False), fullgraph=True) \
         if with_compile else None
@@ -166,7 +165,7 @@ def run(device: str, sizes, repeat: int, with_compile: bool = True):
             if compiled is not None:
                 variants["compiled"] = lambda: compiled(x)
                 variants["compiled fn"] = lambda: compiled_fn(x)
-            ms = {name: measure(fn) for name, fn in variants.items()}
+            ms = {name: timings(fn, dev, repeat) for name, fn in variants.items()}
             errors = {name: _error_ratio(*variants[name](), x)
                       for name in ("eager", "table", "compiled", "compiled fn")
                       if name in variants}
@@ -203,9 +202,8 @@ def eager_targets(rows, n=524288, limit=5.0) -> str:
             continue
         for name in ("eager", "eager+out"):
             ratio = ms[name][0] / ms["clamp"][0]
-            verdict = "met" if ratio <= limit else f"missed by {ratio / limit:.1f}x"
             lines.append(f"- {name}, {dtype}, {n:,} tokens: {ratio:.1f}x a clamp "
-                         f"(target <= {limit:g}x): {verdict}")
+                         f"(target <= {limit:g}x): {verdict(ratio, limit, digits=1)}")
     return "\n".join(lines)
 
 
@@ -232,8 +230,7 @@ def main(argv=None, *, default_device="cpu", default_sizes=(32768, 524288)):
         text += "\n\nIssue 33's eager target:\n\n" + targets
     print(text)
     if args.out:
-        with open(args.out, "w") as fh:
-            fh.write(text + "\n")
+        pathlib.Path(args.out).write_text(text + "\n")
     return 0
 
 

@@ -23,10 +23,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
+
+from _report import spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,10 +86,6 @@ def _one(python: str, trainer: str, caches: str) -> list:
     return json.loads(line.split(" ", 1)[1])
 
 
-def _summary(values: list) -> str:
-    return f"{statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--python", required=True, help="the trainer environment's python")
@@ -106,8 +103,8 @@ def main(argv=None) -> int:
     for name, runs in rows.items():
         first_cpu, first_wall = [r[0][0] for r in runs], [r[0][1] for r in runs]
         second = [r[1][0] for r in runs]
-        print(f"| {args.trainer} | {name} | {_summary(first_cpu)} | {_summary(first_wall)} "
-              f"| {_summary(second)} |")
+        print(f"| {args.trainer} | {name} | {spread(first_cpu, 2, '')} | {spread(first_wall, 2, '')} "
+              f"| {spread(second, 2, '')} |")
     return 0
 
 
