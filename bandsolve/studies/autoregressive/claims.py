@@ -16,7 +16,7 @@ import numpy as np
 from bandsolve.torch.losses import P_BUCKETS
 
 from ..claims import Claim
-from ..stats import mean_and_ci, nanmean
+from ..stats import effect_text, mean_and_ci, nanmean
 from . import endpoints as prereg
 from . import tuning
 from .figure import knob_text
@@ -34,18 +34,14 @@ NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo
          "band-kl": "Band-KL", "band-tv": "Band-TV"}
 
 
-def _effect(diff: dict, p: float, adjusted: bool = True) -> str:
-    return (f"{diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], d_z "
-            f"{diff['d']:+.2f}, {'Holm ' if adjusted else ''}p {p:.2g}, {diff['n']} seeds")
-
-
-def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> tuple:
-    """Mean over seeds and its 95% t half-width; "log max" as a geometric mean."""
+def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> str:
+    """"mean ± half-width": the mean over seeds and its 95% t half-width;
+    "log max" as a geometric mean."""
     per = prereg.per_seed(result.runs[(which, label)], metric, how, result.config.window)
-    mean, half = mean_and_ci(per[None])
+    mean, half = (v[0] for v in mean_and_ci(per[None]))
     if how == "log max":
-        return float(np.exp(mean[0])), float(np.exp(mean[0] + half[0]) - np.exp(mean[0]))
-    return float(mean[0]), float(half[0])
+        mean, half = np.exp(mean), np.exp(mean + half) - np.exp(mean)
+    return f"{float(mean):.3g} ± {float(half):.2g}"
 
 
 def _label(result: SettingResult, which: str, label: str) -> str:
@@ -55,12 +51,9 @@ def _label(result: SettingResult, which: str, label: str) -> str:
     return f"{NAMES[rule]} {knob}".strip() + (f" ({tag})" if tag else "")
 
 
-def _rules_at(result: SettingResult, which: str, metric: str, how: str, labels=tuning.RULES) -> str:
-    parts = []
-    for label in labels:
-        mean, half = _value(result, which, label, metric, how)
-        parts.append(f"{_label(result, which, label)} {mean:.3g} ± {half:.2g}")
-    return ", ".join(parts)
+def _rules_at(result: SettingResult, which: str, metric: str, how: str) -> str:
+    return ", ".join(f"{_label(result, which, label)} {_value(result, which, label, metric, how)}"
+                     for label in tuning.RULES)
 
 
 def setting(result: SettingResult) -> str:
@@ -100,7 +93,7 @@ def verdict_text(result: SettingResult, row: str | None = None) -> str:
 
 
 def _test(result: SettingResult, name: str) -> str:
-    return f"{name} {_effect(result.tests[name], result.adjusted[name])}"
+    return f"{name} {effect_text(result.tests[name], result.adjusted[name])}"
 
 
 def _matched(result: SettingResult, metric: str) -> str:
@@ -110,24 +103,25 @@ def _matched(result: SettingResult, metric: str) -> str:
     for rule in result.matched:
         d = result.matched_tests[(rule, metric)]
         parts.append(f"{NAMES[rule]} {knob_text(result, rule, result.matched[rule])} "
-                     f"{_effect(d, d['p'], adjusted=False)}")
+                     f"{effect_text(d, d['p'], adjusted=False)}")
     parts += [f"{NAMES[rule]} not matched ({why.partition(': ')[2]})"
               for rule, why in result.unmatched.items()]
     return (f"at the matched step (PPO 0.2's pilot mean per-step KL over the second half, "
             f"{target:.3g}), minus PPO 0.2 (descriptive, unadjusted): " + "; ".join(parts))
 
 
-def _clips(result: SettingResult, which: str, labels=tuning.RULES) -> str:
+def _clips(result: SettingResult, which: str) -> str:
     """Clip shares over training (A > 0 tail, A > 0 head, A < 0 head, all)."""
     keys = ("clip/pos/tail", "clip/pos/head", "clip/neg/head", "clipfrac")
     return ", ".join(f"{_label(result, which, label)} " + " / ".join(
         f"{float(nanmean(result.runs[(which, label)][k])):.2f}" for k in keys)
-        for label in labels)
+        for label in tuning.RULES)
 
 
 def tail_text(result: SettingResult) -> str:
     mech = result.mechanism
-    where = "; ".join(f"{what}: Band-KL - PPO {_effect(m['diff'], m['diff']['p'], False)}"
+    where = "; ".join(f"{what}: Band-KL - PPO "
+                      f"{effect_text(m['diff'], m['diff']['p'], adjusted=False)}"
                       for what, m in mech.items() if m["diff"] is not None)
     return (f"At lr {result.config.primary_lr:g}, final tail mass: "
             f"{_rules_at(result, 'primary', 'tail_mass', 'final')}. "
@@ -246,8 +240,7 @@ def finals_table(result: SettingResult) -> list[str]:
         for metric, how in (("reward", "final"), ("tail_mass", "final"), ("entropy", "final"),
                             ("entropy", "mean"), ("entropy_sequence", "final"),
                             ("step_kl", "mean"), ("step_kl", "log max")):
-            mean, half = _value(result, w, label, metric, how)
-            cells.append(f"{mean:.3g} ± {half:.2g}")
+            cells.append(_value(result, w, label, metric, how))
         out.append(cells)
     return _table(("lr", "rule", "final reward", "final tail mass", "final entropy",
                    "entropy over training", "final answer entropy", "mean step KL",
