@@ -41,12 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from bandsolve.torch import DCPO, Band, ClipHigher, PPOClip
-
 from ..._progress import Progress
 from ...calibrate import calibrate_delta
 from ..bandit.task import BanditConfig, run_bandit
 from ..jobs import Jobs, one_thread, run_tasks
+from ..rules import make_rule
 from ..stats import mean_and_ci
 
 __all__ = ["BANDS", "CLIPS", "FrontierConfig", "METRICS", "NAME", "REFERENCE", "Result",
@@ -97,26 +96,12 @@ def _matched_delta(divergence: str) -> float:
 
 def grids(config: FrontierConfig) -> dict[str, list[tuple[str, float, Any]]]:
     """rule -> [(hyperparameter name, value, rule object)], values ascending."""
-    out: dict[str, list[tuple[str, float, Any]]] = {
-        "ppo": [("eps", e, PPOClip(e)) for e in sorted({*config.eps, REFERENCE[1]})],
-        "clip-higher": [("eps_high", e, ClipHigher(0.2, e)) for e in config.eps_high],
-        "dcpo": [("scale", k, DCPO(0.16 * k, 0.2 * k)) for k in config.dcpo_scale],
-    }
+    points = {"ppo": ("eps", sorted({*config.eps, REFERENCE[1]})),
+              "clip-higher": ("eps_high", config.eps_high), "dcpo": ("scale", config.dcpo_scale)}
     for rule in BANDS:
-        divergence = rule.removeprefix("band-")
-        deltas = sorted({*config.deltas, _matched_delta(divergence)})
-        out[rule] = [("delta", d, Band(d, divergence, 10.0, validate=False)) for d in deltas]
-    return out
-
-
-def _rule_at(rule: str, value: float) -> Any:
-    if rule == "ppo":
-        return PPOClip(value)
-    if rule == "clip-higher":
-        return ClipHigher(0.2, value)
-    if rule == "dcpo":
-        return DCPO(0.16 * value, 0.2 * value)
-    return Band(value, rule.removeprefix("band-"), 10.0, validate=False)
+        points[rule] = ("delta", sorted({*config.deltas, _matched_delta(rule.removeprefix("band-"))}))
+    return {rule: [(name, value, make_rule(rule, value)) for value in values]
+            for rule, (name, values) in points.items()}
 
 
 def _late(history: dict, window: int) -> dict[str, np.ndarray]:
@@ -179,7 +164,7 @@ def run(config: FrontierConfig, jobs: int | Jobs = 1, seed: int = 0,
                      for rule, points in table.items() for name, value, obj in points]
             grid_rows = [r for rows_ in run_tasks(_task, tasks, jobs, done) for r in rows_]
             rows += [dict(r, kind="grid") for r in grid_rows]
-            tasks = [(rule, table[rule][0][0], matched, _rule_at(rule, matched), bandit,
+            tasks = [(rule, table[rule][0][0], matched, make_rule(rule, matched), bandit,
                       optimizer, seed)
                      for rule, matched in matched_values(grid_rows).items() if matched is not None]
             rows += [dict(r, kind="matched")
