@@ -55,11 +55,14 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
     ax.grid(True, alpha=0.3)
 
 
-def clip_share_bars(ax, results, names, styles, skip=0):
+def clip_share_bars(ax, results, styles, skip=0):
     """Bars of each rule's positive-advantage clipped share per old-probability
-    bucket: one group per bucket in ``names``, one bar per rule, the mean of
+    bucket: one group per bucket of ``P_BUCKETS``, one bar per rule, the mean of
     ``history[f"clip/pos/{name}"][skip:]`` (``skip`` drops leading rows, such
     as an evaluation before the first update). The caller titles the axes."""
+    from bandsolve.torch.losses import P_BUCKETS  # not above: the theory's figures need no torch
+
+    names = [name for name, _, _ in P_BUCKETS]
     width = 0.8 / len(results)
     for i, (rule, history) in enumerate(results.items()):
         values = [float(nanmean(history[f"clip/pos/{name}"][skip:])) for name in names]

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bandsolve.torch.losses import P_BUCKETS
-
 from ..plotting import clip_share_bars, legend_panel, plt
 from ..rules import STYLES
 from ..stats import mean_and_ci, nanmean
@@ -48,10 +46,9 @@ def draw(result: Result):
            ylabel="H(answer | success), nats")
     ax.grid(True, alpha=0.3)
     ax = axes[1, 1]
-    names = [name for name, _, _ in P_BUCKETS]
     # evaluation 0 is the supervised fit, before any update: it has no clip shares
-    clip_share_bars(ax, {rule: history for rule, (_, history) in selected.items()}, names,
-                    STYLES, skip=1)
+    clip_share_bars(ax, {rule: history for rule, (_, history) in selected.items()}, STYLES,
+                    skip=1)
     ax.set(title="Clipped share of positive-advantage tokens, by old probability",
            ylabel="clipped share (per mini-batch update)")
     handles, labels = axes[0, 0].get_legend_handles_labels()
