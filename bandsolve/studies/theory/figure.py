@@ -106,9 +106,8 @@ def plane_regions(pi_old, pi_new, delta=0.1):
     ratio = new / old
     band_ok = (ratio >= lower) & (ratio <= upper)
     clip_ok = (ratio >= c_lower) & (ratio <= c_upper)
-    code = np.where(band_ok, np.where(clip_ok, _BOTH, _BAND_ONLY),
+    return np.where(band_ok, np.where(clip_ok, _BOTH, _BAND_ONLY),
                     np.where(clip_ok, _CLIP_ONLY, _NEITHER)).astype(float)
-    return code
 
 
 def figure2(n=400, delta=0.1):
