@@ -190,18 +190,20 @@ def matched_values(rows: list[dict]) -> dict[str, float | None]:
     """Per rule, the hyperparameter whose mean per-step KL equals PPO's at
     eps = 0.2, by log-log interpolation on the grid; None if the grid does not
     bracket it. ``rows`` are one optimiser's grid rows."""
-    means: dict[str, dict[float, list[float]]] = {}
+    kl = _mean_step_kl(rows)
+    target = kl[REFERENCE[0]][REFERENCE[1]]
+    return {rule: _interpolate_log(np.array(list(by_value)), np.array(list(by_value.values())),
+                                   target)
+            for rule, by_value in kl.items() if rule != REFERENCE[0]}
+
+
+def _mean_step_kl(rows: list[dict]) -> dict[str, dict[float, float]]:
+    """rule -> {value: mean per-step KL over its seeds}, values ascending."""
+    runs: dict[str, dict[float, list[float]]] = {}
     for r in rows:
-        means.setdefault(r["rule"], {}).setdefault(r["value"], []).append(r["step_kl"])
-    target = float(np.mean(means[REFERENCE[0]][REFERENCE[1]]))
-    out: dict[str, float | None] = {}
-    for rule, by_value in means.items():
-        if rule == REFERENCE[0]:
-            continue
-        values = np.array(sorted(by_value))
-        kl = np.array([np.mean(by_value[v]) for v in values])
-        out[rule] = _interpolate_log(values, kl, target)
-    return out
+        runs.setdefault(r["rule"], {}).setdefault(r["value"], []).append(r["step_kl"])
+    return {rule: {v: float(np.mean(by_value[v])) for v in sorted(by_value)}
+            for rule, by_value in runs.items()}
 
 
 def _interpolate_log(values: np.ndarray, kl: np.ndarray, target: float) -> float | None:
@@ -278,15 +280,9 @@ def unmatched(rows: list[dict], optimizer: str) -> dict[str, tuple[float, float,
     """Rules whose grid does not bracket PPO's per-step KL under ``optimizer``:
     rule -> (lowest, highest grid KL, PPO's)."""
     grid = [r for r in rows if r["optimizer"] == optimizer and r["kind"] == "grid"]
-    if not any(r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1] for r in grid):
+    kl = _mean_step_kl(grid)
+    if REFERENCE[1] not in kl.get(REFERENCE[0], {}):
         return {}
-    target = float(np.mean([r["step_kl"] for r in grid
-                            if r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1]]))
-    out = {}
-    for rule, value in matched_values(grid).items():
-        if value is None:
-            kl = [float(np.mean([r["step_kl"] for r in grid
-                                 if r["rule"] == rule and r["value"] == v]))
-                  for v in {r["value"] for r in grid if r["rule"] == rule}]
-            out[rule] = (min(kl), max(kl), target)
-    return out
+    target = kl[REFERENCE[0]][REFERENCE[1]]
+    return {rule: (min(kl[rule].values()), max(kl[rule].values()), target)
+            for rule, value in matched_values(grid).items() if value is None}
