@@ -52,9 +52,8 @@ def draw(result: Result):
     ax.set(title="Clipped share of positive-advantage tokens, by old probability",
            ylabel="clipped share (per mini-batch update)")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    chosen = {rule: value for rule, (value, _) in selected.items()}
-    labels = [f"{label} ({'chosen ' if np.isfinite(v) else ''}{v:g})" if np.isfinite(v)
-              else label for label, v in zip(labels, chosen.values())]
+    labels = [f"{label} (chosen {value:g})" if np.isfinite(value) else label
+              for label, (value, _) in zip(labels, selected.values())]
     legend_panel(axes[1, 2], handles, labels, "rule (hyperparameter chosen on validation)", 10)
     fig.suptitle(f"Sequence task with a wrong head: three digits summing to T without E; "
                  f"{config.layers}-layer transformer after SFT, GRPO ({config.group} samples, "
