@@ -17,6 +17,7 @@ from bandsolve.torch.losses import P_BUCKETS
 
 from ..claims import Claim
 from ..stats import effect_text, mean_and_ci, nanmean
+from ..tables import markdown_table
 from . import endpoints as prereg
 from . import tuning
 from .figure import knob_text
@@ -35,7 +36,7 @@ NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo
 
 
 def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> str:
-    """"mean ± half-width": the mean over seeds and its 95% t half-width;
+    """The mean over seeds ± its 95% t half-width, as the text writes it;
     "log max" as a geometric mean."""
     per = prereg.per_seed(result.runs[(which, label)], metric, how, result.config.window)
     mean, half = (v[0] for v in mean_and_ci(per[None]))
@@ -208,11 +209,6 @@ def rows(result: Result, adjusted: dict[str, float]) -> list[Claim]:
     return out
 
 
-def _table(header, rows) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(str(x) for x in row) + " |" for row in rows), ""]
-
-
 def pilot_table(result: SettingResult) -> list[str]:
     c = result.config
     out = []
@@ -228,9 +224,9 @@ def pilot_table(result: SettingResult) -> list[str]:
                     f"{row['entropy']:.3f}", f"{row['step_kl_late']:.3g}",
                     f"{row['largest_step_kl']:.3g}", f"{row['clipfrac']:.3f}",
                     " ".join(marks)))
-    return _table(("lr", "rule", "knob", "final reward (sd over pilot seeds)", "final tail mass",
-                   "final entropy", "mean step KL, 2nd half", "largest step KL",
-                   "clip share", ""), out)
+    return markdown_table(("lr", "rule", "knob", "final reward (sd over pilot seeds)",
+                           "final tail mass", "final entropy", "mean step KL, 2nd half",
+                           "largest step KL", "clip share", ""), out)
 
 
 def finals_table(result: SettingResult) -> list[str]:
@@ -242,9 +238,9 @@ def finals_table(result: SettingResult) -> list[str]:
                             ("step_kl", "mean"), ("step_kl", "log max")):
             cells.append(_value(result, w, label, metric, how))
         out.append(cells)
-    return _table(("lr", "rule", "final reward", "final tail mass", "final entropy",
-                   "entropy over training", "final answer entropy", "mean step KL",
-                   "largest step KL (geo.)"), out)
+    return markdown_table(("lr", "rule", "final reward", "final tail mass", "final entropy",
+                           "entropy over training", "final answer entropy", "mean step KL",
+                           "largest step KL (geo.)"), out)
 
 
 def clips_table(result: SettingResult) -> list[str]:
@@ -255,7 +251,7 @@ def clips_table(result: SettingResult) -> list[str]:
             out.append([f"{result.config.lr(w):g}", _label(result, w, label),
                         "A > 0" if sign == "pos" else "A < 0"]
                        + [f"{float(nanmean(h[f'clip/{sign}/{n}'])):.3f}" for n in names])
-    return _table(("lr", "rule", "sign", *names), out)
+    return markdown_table(("lr", "rule", "sign", *names), out)
 
 
 def family_table(result: SettingResult) -> list[str]:
@@ -265,8 +261,8 @@ def family_table(result: SettingResult) -> list[str]:
         out.append((name, f"{result.config.lr(w):g}", f"{d['mean']:+.4f} [{d['low']:+.4f}, "
                     f"{d['high']:+.4f}]", f"{d['d']:+.2f}", f"{d['p']:.2g}",
                     f"{result.adjusted[name]:.2g}"))
-    return _table(("test (positive favours the band)", "lr", "paired difference [95% t]",
-                   "d_z", "p", "Holm p"), out)
+    return markdown_table(("test (positive favours the band)", "lr",
+                           "paired difference [95% t]", "d_z", "p", "Holm p"), out)
 
 
 def page(study_result: Result) -> str:
