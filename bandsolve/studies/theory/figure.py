@@ -49,11 +49,9 @@ def _unlabelled(style):
 
 def _rules(p, delta):
     """(key, lower, upper) for every rule of Figure 1."""
-    rows = [(f"band-{name}", *bs.band(p, delta, name)) for name in ("kl", "tv", "chi2")]
-    rows.append(("dcpo", *dcpo_bounds(p)))
-    rows.append(("clip-higher", *clip_higher_bounds(p)))
-    rows.append(("ppo", *ppo_bounds(p)))
-    return rows
+    bands = [(f"band-{name}", *bs.band(p, delta, name)) for name in ("kl", "tv", "chi2")]
+    return bands + [("dcpo", *dcpo_bounds(p)), ("clip-higher", *clip_higher_bounds(p)),
+                    ("ppo", *ppo_bounds(p))]
 
 
 def _style_axes(ax, title, xlabel, ylabel):
