@@ -87,10 +87,6 @@ class Jobs:
     resume: str | None = None
     pinned: bool = False
 
-    @classmethod
-    def of(cls, jobs: int | Jobs) -> Jobs:
-        return jobs if isinstance(jobs, Jobs) else cls(processes=int(jobs))
-
     def _path(self, function, task) -> str | None:
         text = repr(task)
         if self.resume is None or " at 0x" in text:  # no stable name: never reused
@@ -201,7 +197,7 @@ def run_tasks(function, tasks, jobs: int | Jobs = 1, on_done=None, complete=None
     number of processes; ``on_done(task, result)`` is called as each finishes
     (in completion order; kept results first). Where ``jobs.resume`` is set,
     a result is kept unless ``complete(result)`` is false (a run cut short)."""
-    jobs = Jobs.of(jobs)
+    jobs = jobs if isinstance(jobs, Jobs) else Jobs(processes=int(jobs))
     results: list = [None] * len(tasks)
     pending = []
     for i, task in enumerate(tasks):

@@ -18,11 +18,10 @@ from .stats import mean_and_ci, nanmean  # noqa: E402
 __all__ = ["band_plot", "clip_share_bars", "legend_panel", "plt", "save_figure"]
 
 
-def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
-              xlabel="GRPO step", limits=(None, None)):
+def band_plot(ax, results, metric, ylabel, title, styles, log=False, limits=(None, None)):
     """Mean over seeds with a 95% band; on a log axis, of log(metric) (a
     geometric mean), so that the band stays positive. ``styles`` maps each
-    rule to its plot style; ``x`` defaults to the steps 1, 2, ...
+    rule to its plot style; the x axis is the GRPO step, 1, 2, ...
     ``limits``: the metric's range (a probability's (0, 1), an entropy's
     (0, None)); the band is drawn within it, since a t interval over a few
     seeds can leave a range its metric cannot (the mean never does). On a
@@ -38,13 +37,13 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
             centre, ci = mean_and_ci(values)
             low, high = centre - ci, centre + ci
         low, high = np.clip(low, *limits), np.clip(high, *limits)
-        steps = np.arange(1, centre.size + 1) if x is None else np.asarray(x)[:centre.size]
+        steps = np.arange(1, centre.size + 1)
         style = styles[rule]
         centres.append(centre)
         ax.plot(steps, centre, lw=1.8, **style)
         ax.fill_between(steps, low, high, color=style["color"], alpha=0.15, lw=0)
     ax.set_title(title, fontsize=11)
-    ax.set_xlabel(xlabel)
+    ax.set_xlabel("GRPO step")
     ax.set_ylabel(ylabel)
     if log:
         ax.set_yscale("log")
@@ -55,11 +54,14 @@ def band_plot(ax, results, metric, ylabel, title, styles, log=False, x=None,
     ax.grid(True, alpha=0.3)
 
 
-def clip_share_bars(ax, results, names, styles, skip=0):
+def clip_share_bars(ax, results, styles, skip=0):
     """Bars of each rule's positive-advantage clipped share per old-probability
-    bucket: one group per bucket in ``names``, one bar per rule, the mean of
+    bucket: one group per bucket of ``P_BUCKETS``, one bar per rule, the mean of
     ``history[f"clip/pos/{name}"][skip:]`` (``skip`` drops leading rows, such
     as an evaluation before the first update). The caller titles the axes."""
+    from bandsolve.torch.losses import P_BUCKETS  # not above: the theory's figures need no torch
+
+    names = [name for name, _, _ in P_BUCKETS]
     width = 0.8 / len(results)
     for i, (rule, history) in enumerate(results.items()):
         values = [float(nanmean(history[f"clip/pos/{name}"][skip:])) for name in names]

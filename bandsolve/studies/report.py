@@ -24,7 +24,7 @@ from .._progress import Progress
 from .claims import DESCRIPTIVE, NOT_RUN, VERDICTS, Claim
 from .jobs import PINNED_NUMERICS, Jobs, kernels_used
 from .stats import holm
-from .tables import write_csv
+from .tables import markdown_table, write_csv
 from .theory import claims as theory
 from .theory import figure as theory_figure
 
@@ -121,9 +121,8 @@ def report(claims: list[Claim], seconds: float, figures_link: str = "figures",
                   "true effect often reads \"not reproduced at this scale\" here). The full "
                   "run decides them: `bandsolve repro --full` (a checkout's "
                   "`paper_repro/full/REPORT.md`).", ""]
-    lines += ["| claim | paper | ours | verdict |", "|---|---|---|---|"]
-    for c in claims:
-        lines.append(f"| {c.claim} | {c.paper} | {c.ours} | {c.verdict} |")
+    lines += markdown_table(("claim", "paper", "ours", "verdict"),
+                            [(c.claim, c.paper, c.ours, c.verdict) for c in claims])
     counted = [c for c in claims if c.verdict in VERDICTS]
     counts = "; ".join(f"{sum(c.verdict == v for c in counted)} {v}" for v in VERDICTS)
     marks = [f"{n} {mark}" for mark in (NOT_RUN, DESCRIPTIVE)
@@ -133,7 +132,7 @@ def report(claims: list[Claim], seconds: float, figures_link: str = "figures",
     tail = (" Verdicts of the training rows come from paired differences over seeds (95% t "
             "intervals, Cohen's d_z), Holm-corrected within the pre-registered families: "
             f"{families}. {_numerics_text()}" if trained else "")
-    lines += ["", f"Of {len(counted)} rows with a verdict: {counts}"
+    lines += [f"Of {len(counted)} rows with a verdict: {counts}"
               + (f" ({', '.join(marks)}, not counted)" if marks else "") + "." + tail
               + f" Figures: {links}; every metric of the training studies is in the CSV beside "
               "its figure.", ""]

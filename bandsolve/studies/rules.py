@@ -16,7 +16,8 @@ import torch
 
 from bandsolve.torch import DCPO, Band, ClipHigher, NoClip, PPOClip
 
-__all__ = ["CONTROLS", "Constant", "DELTA", "RULES", "SIGNS", "STYLES", "band", "rule_object"]
+__all__ = ["CONTROLS", "Constant", "DELTA", "RULES", "SIGNS", "STYLES", "band", "make_rule",
+           "rule_object"]
 
 DELTA = 0.05
 #: the signs of advantage the studies count clips by ("pos": A > 0)
@@ -56,6 +57,24 @@ CONTROLS: dict[str, tuple[Any, dict[str, Any]]] = {
 
 #: every rule's plot style, by name
 STYLES = {name: style for name, (_, style) in {**RULES, **CONTROLS}.items()}
+
+
+def make_rule(rule: str, value: float):
+    """The rule object of ``rule`` (a name of ``RULES``) at its knob ``value``: PPO's eps,
+    Clip-Higher's eps_high (eps_low 0.2), DCPO's scale of its default
+    (eps_low, eps_high) = (0.16, 0.2), a band's delta; no clip has no knob
+    (``value`` is ignored)."""
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {tuple(RULES)} (got {rule!r})")
+    if rule == "no-clip":
+        return NoClip()
+    if rule == "ppo":
+        return PPOClip(value)
+    if rule == "clip-higher":
+        return ClipHigher(0.2, value)
+    if rule == "dcpo":
+        return DCPO(0.16 * value, 0.2 * value)
+    return band(rule.removeprefix("band-"), value)
 
 
 def rule_object(name_or_rule):

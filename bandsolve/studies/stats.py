@@ -79,8 +79,9 @@ def cluster_bootstrap(per_seed, draws: int = 2000, seed: int = 0) -> tuple[float
     return float(values.mean()), float(low), float(high)
 
 
-def effect_text(diff: dict, adjusted_p: float) -> str:
+def effect_text(diff: dict, p: float, adjusted: bool = True) -> str:
     """A paired difference as the report writes it: mean [95% interval],
-    Cohen's d_z, the Holm-adjusted p and the number of seeds."""
+    Cohen's d_z, the p-value (Holm-adjusted, or as it is where ``adjusted``
+    is false) and the number of seeds."""
     return (f"{diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], d_z "
-            f"{diff['d']:+.2f}, Holm p {adjusted_p:.2g}, {diff['n']} seeds")
+            f"{diff['d']:+.2f}, {'Holm ' if adjusted else ''}p {p:.2g}, {diff['n']} seeds")

@@ -1,4 +1,5 @@
-"""The studies' CSV files: one writer, atomic, for every study's table."""
+"""The studies' tables: one CSV writer, atomic, for every study's table, and
+the markdown tables of the report and of a study's page."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Iterable, Sequence
 
 from .._files import atomic_write
 
-__all__ = ["history_rows", "write_csv"]
+__all__ = ["history_rows", "markdown_table", "write_csv"]
 
 
 def write_csv(path: str, header: Sequence[str], rows: Iterable[Sequence]) -> str:
@@ -20,6 +21,12 @@ def write_csv(path: str, header: Sequence[str], rows: Iterable[Sequence]) -> str
         writer.writerow(header)
         writer.writerows(rows)
     return path
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence]) -> list[str]:
+    """A markdown table's lines (each cell as ``str`` writes it), then an empty line."""
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(str(x) for x in row) + " |" for row in rows), ""]
 
 
 def history_rows(key: Sequence, history: dict, metrics: Sequence[str], first: int = 1):

@@ -16,7 +16,8 @@ import numpy as np
 from bandsolve.torch.losses import P_BUCKETS
 
 from ..claims import Claim
-from ..stats import mean_and_ci, nanmean
+from ..stats import effect_text, mean_and_ci, nanmean
+from ..tables import markdown_table
 from . import endpoints as prereg
 from . import tuning
 from .figure import knob_text
@@ -34,18 +35,14 @@ NAMES = {"no-clip": "no clip", "ppo": "PPO", "clip-higher": "Clip-Higher", "dcpo
          "band-kl": "Band-KL", "band-tv": "Band-TV"}
 
 
-def _effect(diff: dict, p: float, adjusted: bool = True) -> str:
-    return (f"{diff['mean']:+.3f} [{diff['low']:+.3f}, {diff['high']:+.3f}], d_z "
-            f"{diff['d']:+.2f}, {'Holm ' if adjusted else ''}p {p:.2g}, {diff['n']} seeds")
-
-
-def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> tuple:
-    """Mean over seeds and its 95% t half-width; "log max" as a geometric mean."""
+def _value(result: SettingResult, which: str, label: str, metric: str, how: str) -> str:
+    """The mean over seeds ± its 95% t half-width, as the text writes it;
+    "log max" as a geometric mean."""
     per = prereg.per_seed(result.runs[(which, label)], metric, how, result.config.window)
-    mean, half = mean_and_ci(per[None])
+    mean, half = (v[0] for v in mean_and_ci(per[None]))
     if how == "log max":
-        return float(np.exp(mean[0])), float(np.exp(mean[0] + half[0]) - np.exp(mean[0]))
-    return float(mean[0]), float(half[0])
+        mean, half = np.exp(mean), np.exp(mean + half) - np.exp(mean)
+    return f"{float(mean):.3g} ± {float(half):.2g}"
 
 
 def _label(result: SettingResult, which: str, label: str) -> str:
@@ -55,12 +52,9 @@ def _label(result: SettingResult, which: str, label: str) -> str:
     return f"{NAMES[rule]} {knob}".strip() + (f" ({tag})" if tag else "")
 
 
-def _rules_at(result: SettingResult, which: str, metric: str, how: str, labels=tuning.RULES) -> str:
-    parts = []
-    for label in labels:
-        mean, half = _value(result, which, label, metric, how)
-        parts.append(f"{_label(result, which, label)} {mean:.3g} ± {half:.2g}")
-    return ", ".join(parts)
+def _rules_at(result: SettingResult, which: str, metric: str, how: str) -> str:
+    return ", ".join(f"{_label(result, which, label)} {_value(result, which, label, metric, how)}"
+                     for label in tuning.RULES)
 
 
 def setting(result: SettingResult) -> str:
@@ -100,7 +94,7 @@ def verdict_text(result: SettingResult, row: str | None = None) -> str:
 
 
 def _test(result: SettingResult, name: str) -> str:
-    return f"{name} {_effect(result.tests[name], result.adjusted[name])}"
+    return f"{name} {effect_text(result.tests[name], result.adjusted[name])}"
 
 
 def _matched(result: SettingResult, metric: str) -> str:
@@ -110,24 +104,25 @@ def _matched(result: SettingResult, metric: str) -> str:
     for rule in result.matched:
         d = result.matched_tests[(rule, metric)]
         parts.append(f"{NAMES[rule]} {knob_text(result, rule, result.matched[rule])} "
-                     f"{_effect(d, d['p'], adjusted=False)}")
+                     f"{effect_text(d, d['p'], adjusted=False)}")
     parts += [f"{NAMES[rule]} not matched ({why.partition(': ')[2]})"
               for rule, why in result.unmatched.items()]
     return (f"at the matched step (PPO 0.2's pilot mean per-step KL over the second half, "
             f"{target:.3g}), minus PPO 0.2 (descriptive, unadjusted): " + "; ".join(parts))
 
 
-def _clips(result: SettingResult, which: str, labels=tuning.RULES) -> str:
+def _clips(result: SettingResult, which: str) -> str:
     """Clip shares over training (A > 0 tail, A > 0 head, A < 0 head, all)."""
     keys = ("clip/pos/tail", "clip/pos/head", "clip/neg/head", "clipfrac")
     return ", ".join(f"{_label(result, which, label)} " + " / ".join(
         f"{float(nanmean(result.runs[(which, label)][k])):.2f}" for k in keys)
-        for label in labels)
+        for label in tuning.RULES)
 
 
 def tail_text(result: SettingResult) -> str:
     mech = result.mechanism
-    where = "; ".join(f"{what}: Band-KL - PPO {_effect(m['diff'], m['diff']['p'], False)}"
+    where = "; ".join(f"{what}: Band-KL - PPO "
+                      f"{effect_text(m['diff'], m['diff']['p'], adjusted=False)}"
                       for what, m in mech.items() if m["diff"] is not None)
     return (f"At lr {result.config.primary_lr:g}, final tail mass: "
             f"{_rules_at(result, 'primary', 'tail_mass', 'final')}. "
@@ -214,11 +209,6 @@ def rows(result: Result, adjusted: dict[str, float]) -> list[Claim]:
     return out
 
 
-def _table(header, rows) -> list[str]:
-    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
-            *("| " + " | ".join(str(x) for x in row) + " |" for row in rows), ""]
-
-
 def pilot_table(result: SettingResult) -> list[str]:
     c = result.config
     out = []
@@ -234,9 +224,9 @@ def pilot_table(result: SettingResult) -> list[str]:
                     f"{row['entropy']:.3f}", f"{row['step_kl_late']:.3g}",
                     f"{row['largest_step_kl']:.3g}", f"{row['clipfrac']:.3f}",
                     " ".join(marks)))
-    return _table(("lr", "rule", "knob", "final reward (sd over pilot seeds)", "final tail mass",
-                   "final entropy", "mean step KL, 2nd half", "largest step KL",
-                   "clip share", ""), out)
+    return markdown_table(("lr", "rule", "knob", "final reward (sd over pilot seeds)",
+                           "final tail mass", "final entropy", "mean step KL, 2nd half",
+                           "largest step KL", "clip share", ""), out)
 
 
 def finals_table(result: SettingResult) -> list[str]:
@@ -246,12 +236,11 @@ def finals_table(result: SettingResult) -> list[str]:
         for metric, how in (("reward", "final"), ("tail_mass", "final"), ("entropy", "final"),
                             ("entropy", "mean"), ("entropy_sequence", "final"),
                             ("step_kl", "mean"), ("step_kl", "log max")):
-            mean, half = _value(result, w, label, metric, how)
-            cells.append(f"{mean:.3g} ± {half:.2g}")
+            cells.append(_value(result, w, label, metric, how))
         out.append(cells)
-    return _table(("lr", "rule", "final reward", "final tail mass", "final entropy",
-                   "entropy over training", "final answer entropy", "mean step KL",
-                   "largest step KL (geo.)"), out)
+    return markdown_table(("lr", "rule", "final reward", "final tail mass", "final entropy",
+                           "entropy over training", "final answer entropy", "mean step KL",
+                           "largest step KL (geo.)"), out)
 
 
 def clips_table(result: SettingResult) -> list[str]:
@@ -262,7 +251,7 @@ def clips_table(result: SettingResult) -> list[str]:
             out.append([f"{result.config.lr(w):g}", _label(result, w, label),
                         "A > 0" if sign == "pos" else "A < 0"]
                        + [f"{float(nanmean(h[f'clip/{sign}/{n}'])):.3f}" for n in names])
-    return _table(("lr", "rule", "sign", *names), out)
+    return markdown_table(("lr", "rule", "sign", *names), out)
 
 
 def family_table(result: SettingResult) -> list[str]:
@@ -272,8 +261,8 @@ def family_table(result: SettingResult) -> list[str]:
         out.append((name, f"{result.config.lr(w):g}", f"{d['mean']:+.4f} [{d['low']:+.4f}, "
                     f"{d['high']:+.4f}]", f"{d['d']:+.2f}", f"{d['p']:.2g}",
                     f"{result.adjusted[name]:.2g}"))
-    return _table(("test (positive favours the band)", "lr", "paired difference [95% t]",
-                   "d_z", "p", "Holm p"), out)
+    return markdown_table(("test (positive favours the band)", "lr",
+                           "paired difference [95% t]", "d_z", "p", "Holm p"), out)
 
 
 def page(study_result: Result) -> str:

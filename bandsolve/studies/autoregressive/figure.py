@@ -5,14 +5,9 @@ per-step KL(old || new) of the answer over training, per tuned rule, with a
 
 from __future__ import annotations
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from ..plotting import band_plot  # noqa: E402
-from ..rules import STYLES  # noqa: E402
-from .setting import LEARNING_RATES, SettingResult  # noqa: E402
+from ..plotting import band_plot, plt
+from ..rules import STYLES
+from .setting import LEARNING_RATES, SettingResult
 
 
 def knob_text(result: SettingResult, rule: str, knob: float) -> str:

@@ -41,6 +41,7 @@ import os
 import sys
 import time
 
+from ..tables import history_rows
 from .task import METRICS
 
 
@@ -188,11 +189,7 @@ def main(argv=None) -> int:
     def write(which, runs):
         lr = config.lr(which)
         for label, (knob, history) in runs.items():
-            steps, seeds = history[METRICS[0]].shape
-            for s in range(seeds):
-                for t in range(steps):
-                    writer.writerow([f"{lr:g}", label, f"{knob:.6g}", s, t + 1,
-                                     *(f"{history[m][t, s]:.6g}" for m in METRICS)])
+            writer.writerows(history_rows((f"{lr:g}", label, f"{knob:.6g}"), history, METRICS))
         fh.flush()  # once per learning rate: a run cut short keeps the rates that finished
 
     try:

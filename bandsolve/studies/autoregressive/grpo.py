@@ -42,6 +42,7 @@ from .task import (
     TaskConfig,
     exact_metrics,
     grpo_advantages,
+    replica_context_index,
     rewards,
     sample,
     sequence_kl,
@@ -52,9 +53,7 @@ _EDGES = [low for _, low, _ in P_BUCKETS[1:]]
 
 def _token_classes(task: Task, tokens: torch.Tensor) -> torch.Tensor:
     """Each sampled token's class index in :data:`CLASSES` (replicas, contexts, group, length)."""
-    R, C = tokens.shape[:2]
-    r = torch.arange(R, device=tokens.device)[:, None, None]
-    c = torch.arange(C, device=tokens.device)[None, :, None]
+    r, c = replica_context_index(tokens)
     first = tokens[..., 0]
     cls = torch.full_like(tokens, CLASSES.index("later"))
     cls[..., 0] = torch.where(task.head[r, c, first], CLASSES.index("head"),

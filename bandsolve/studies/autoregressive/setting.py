@@ -256,13 +256,11 @@ def _tasks(config: SettingConfig, starts: dict, lr: float, stream: int, chunks, 
 @dataclasses.dataclass(frozen=True)
 class Tuning:
     """What the pilot chose (:func:`tune`): ``pilot`` {(learning rate, rule,
-    knob): summary}, ``grids`` {(learning rate, rule): grid as grown},
-    ``tuned`` {(learning rate, rule): knob}, ``matched`` {rule: knob} and
-    ``unmatched`` {rule: why} at the primary rate, the supervised fit of the
-    pilot seeds and the CPU seconds."""
+    knob): summary}, ``tuned`` {(learning rate, rule): knob}, ``matched``
+    {rule: knob} and ``unmatched`` {rule: why} at the primary rate, the
+    supervised fit of the pilot seeds and the CPU seconds."""
 
     pilot: dict
-    grids: dict
     tuned: dict
     matched: dict
     unmatched: dict
@@ -319,8 +317,7 @@ def tune(config: SettingConfig, jobs: int | Jobs = 1) -> Tuning:
                                             for g in grid], target)
         except tuning.MatchError as exc:  # that rule's matched comparison is not run, and said so
             unmatched[rule] = str(exc)
-    return Tuning(pilot, {k: tuple(v) for k, v in grids.items()}, tuned, matched, unmatched,
-                  fit, cpu)
+    return Tuning(pilot, tuned, matched, unmatched, fit, cpu)
 
 
 def run(config: SettingConfig, jobs: int | Jobs = 1, on_rate_done=None) -> SettingResult:

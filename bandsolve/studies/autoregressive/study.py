@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 
 from ..jobs import Jobs
+from ..tables import history_rows
 from . import configs, setting
 from .setting import SettingConfig, SettingResult
 from .task import METRICS
@@ -64,13 +65,9 @@ class Result:
             if result is None:
                 continue
             for (which, label), history in result.runs.items():
-                steps, seeds = history[METRICS[0]].shape
-                key = [name, f"{result.config.lr(which):g}", label,
-                       f"{result.knob_of[(which, label)]:.6g}"]
-                for s in range(seeds):
-                    for t in range(steps):
-                        rows.append([*key, s, t + 1,
-                                     *(f"{history[m][t, s]:.6g}" for m in METRICS)])
+                key = (name, f"{result.config.lr(which):g}", label,
+                       f"{result.knob_of[(which, label)]:.6g}")
+                rows += history_rows(key, history, METRICS)
         return header, rows
 
 

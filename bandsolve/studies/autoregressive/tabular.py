@@ -24,9 +24,9 @@ def zipf_logits(config: TaskConfig, rng: np.random.Generator, shape: tuple) -> n
 class TablePolicy(torch.nn.Module):
     """``replicas`` logit tables (replicas, contexts, states, vocab), one per replica."""
 
-    def __init__(self, logits: np.ndarray, dtype=torch.float32):
+    def __init__(self, logits: np.ndarray):
         super().__init__()
-        self.logits = torch.nn.Parameter(torch.tensor(logits, dtype=dtype))
+        self.logits = torch.nn.Parameter(torch.tensor(logits, dtype=torch.float32))
         self.replicas, self.contexts, self.states, self.vocab = logits.shape
 
     def table(self) -> torch.Tensor:

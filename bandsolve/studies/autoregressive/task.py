@@ -33,7 +33,8 @@ import torch
 
 from bandsolve.torch.losses import P_BUCKETS
 
-SIGNS = ("pos", "neg")
+from ..rules import SIGNS
+
 #: the first token's classes (the head, the paying tail, the rest) and the later tokens
 CLASSES = ("head", "tail", "other", "later")
 #: what a run records per step (after that step's update), per replica
@@ -193,16 +194,17 @@ def sequence_kl(old_log_probs: torch.Tensor, new_log_probs: torch.Tensor,
     return kl.mean(-1)
 
 
-def _index(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def replica_context_index(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Index grids (replicas, 1, 1) and (1, contexts, 1) for a tensor whose
+    leading axes are (replicas, contexts)."""
     R, C = tensor.shape[:2]
-    device = tensor.device
-    return torch.arange(R, device=device)[:, None, None], torch.arange(C, device=device)[None, :,
-                                                                                          None]
+    return (torch.arange(R, device=tensor.device)[:, None, None],
+            torch.arange(C, device=tensor.device)[None, :, None])
 
 
 def rewards(task: Task, tokens: torch.Tensor) -> torch.Tensor:
     """The reward of sampled answers ``tokens`` (replicas, contexts, group, length)."""
-    r, c = _index(tokens)
+    r, c = replica_context_index(tokens)
     out = task.pay[r, c, tokens[..., 0]]
     for k in range(1, tokens.shape[-1]):
         out = out * task.kept[r, c, k - 1, tokens[..., k - 1], tokens[..., k]]
@@ -218,7 +220,7 @@ def sample(log_probs: torch.Tensor, uniforms: torch.Tensor) -> tuple[torch.Tenso
     V = log_probs.shape[-1]
     cdf = log_probs.double().exp().cumsum(-1)
     cdf[..., -1] = 1.0  # no token is lost to rounding
-    r, c = _index(uniforms)
+    r, c = replica_context_index(uniforms)
     state = torch.zeros(uniforms.shape[:3], dtype=torch.long, device=uniforms.device)
     states, tokens = [], []
     for k in range(uniforms.shape[-1]):

@@ -24,31 +24,12 @@ import math
 
 import numpy as np
 
-from bandsolve.torch import DCPO, ClipHigher, NoClip, PPOClip
-
-from ..rules import band
+from ..rules import make_rule  # noqa: F401  (tuning.make_rule: each rule at its knob)
 
 #: the rules compared, in the report's order
 RULES = ("no-clip", "ppo", "clip-higher", "dcpo", "band-kl", "band-tv")
 #: the knob whose per-step KL the matched step matches
 TARGET = ("ppo", 0.2)
-#: DCPO's default (eps_low, eps_high); its knob scales both
-DCPO_DEFAULT = (0.16, 0.2)
-
-
-def make_rule(rule: str, value: float):
-    """The rule object of ``rule`` at knob ``value`` (ignored for no clip)."""
-    if rule == "no-clip":
-        return NoClip()
-    if rule == "ppo":
-        return PPOClip(value)
-    if rule == "clip-higher":
-        return ClipHigher(0.2, value)
-    if rule == "dcpo":
-        return DCPO(DCPO_DEFAULT[0] * value, DCPO_DEFAULT[1] * value)
-    if rule in ("band-kl", "band-tv"):
-        return band(rule.removeprefix("band-"), value)
-    raise ValueError(f"rule must be one of {RULES} (got {rule!r})")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bandsolve.torch.losses import P_BUCKETS
-
 from ..plotting import band_plot, clip_share_bars, legend_panel, plt
 from ..rules import DELTA, STYLES
 from ..stats import nanmean
@@ -46,8 +44,7 @@ def draw(result: Result):
     ax.set_title("Entropy given success at matched reward", fontsize=11)
     ax.grid(True, alpha=0.3, which="both")
     ax = axes[1, 1]
-    names = [name for name, _, _ in P_BUCKETS]
-    clip_share_bars(ax, results, names, STYLES)
+    clip_share_bars(ax, results, STYLES)
     ax.set_ylabel("clipped share of positive-advantage tokens")
     ax.set_title("Upper clips on positive advantage, by old probability", fontsize=11)
     handles, labels = axes[0, 1].get_legend_handles_labels()

@@ -41,12 +41,11 @@ from typing import Any
 
 import numpy as np
 
-from bandsolve.torch import DCPO, Band, ClipHigher, PPOClip
-
 from ..._progress import Progress
 from ...calibrate import calibrate_delta
 from ..bandit.task import BanditConfig, run_bandit
 from ..jobs import Jobs, one_thread, run_tasks
+from ..rules import make_rule
 from ..stats import mean_and_ci
 
 __all__ = ["BANDS", "CLIPS", "FrontierConfig", "METRICS", "NAME", "REFERENCE", "Result",
@@ -97,26 +96,12 @@ def _matched_delta(divergence: str) -> float:
 
 def grids(config: FrontierConfig) -> dict[str, list[tuple[str, float, Any]]]:
     """rule -> [(hyperparameter name, value, rule object)], values ascending."""
-    out: dict[str, list[tuple[str, float, Any]]] = {
-        "ppo": [("eps", e, PPOClip(e)) for e in sorted({*config.eps, REFERENCE[1]})],
-        "clip-higher": [("eps_high", e, ClipHigher(0.2, e)) for e in config.eps_high],
-        "dcpo": [("scale", k, DCPO(0.16 * k, 0.2 * k)) for k in config.dcpo_scale],
-    }
+    points = {"ppo": ("eps", sorted({*config.eps, REFERENCE[1]})),
+              "clip-higher": ("eps_high", config.eps_high), "dcpo": ("scale", config.dcpo_scale)}
     for rule in BANDS:
-        divergence = rule.removeprefix("band-")
-        deltas = sorted({*config.deltas, _matched_delta(divergence)})
-        out[rule] = [("delta", d, Band(d, divergence, 10.0, validate=False)) for d in deltas]
-    return out
-
-
-def _rule_at(rule: str, value: float) -> Any:
-    if rule == "ppo":
-        return PPOClip(value)
-    if rule == "clip-higher":
-        return ClipHigher(0.2, value)
-    if rule == "dcpo":
-        return DCPO(0.16 * value, 0.2 * value)
-    return Band(value, rule.removeprefix("band-"), 10.0, validate=False)
+        points[rule] = ("delta", sorted({*config.deltas, _matched_delta(rule.removeprefix("band-"))}))
+    return {rule: [(name, value, make_rule(rule, value)) for value in values]
+            for rule, (name, values) in points.items()}
 
 
 def _late(history: dict, window: int) -> dict[str, np.ndarray]:
@@ -179,7 +164,7 @@ def run(config: FrontierConfig, jobs: int | Jobs = 1, seed: int = 0,
                      for rule, points in table.items() for name, value, obj in points]
             grid_rows = [r for rows_ in run_tasks(_task, tasks, jobs, done) for r in rows_]
             rows += [dict(r, kind="grid") for r in grid_rows]
-            tasks = [(rule, table[rule][0][0], matched, _rule_at(rule, matched), bandit,
+            tasks = [(rule, table[rule][0][0], matched, make_rule(rule, matched), bandit,
                       optimizer, seed)
                      for rule, matched in matched_values(grid_rows).items() if matched is not None]
             rows += [dict(r, kind="matched")
@@ -205,18 +190,20 @@ def matched_values(rows: list[dict]) -> dict[str, float | None]:
     """Per rule, the hyperparameter whose mean per-step KL equals PPO's at
     eps = 0.2, by log-log interpolation on the grid; None if the grid does not
     bracket it. ``rows`` are one optimiser's grid rows."""
-    means: dict[str, dict[float, list[float]]] = {}
+    kl = _mean_step_kl(rows)
+    target = kl[REFERENCE[0]][REFERENCE[1]]
+    return {rule: _interpolate_log(np.array(list(by_value)), np.array(list(by_value.values())),
+                                   target)
+            for rule, by_value in kl.items() if rule != REFERENCE[0]}
+
+
+def _mean_step_kl(rows: list[dict]) -> dict[str, dict[float, float]]:
+    """rule -> {value: mean per-step KL over its seeds}, values ascending."""
+    runs: dict[str, dict[float, list[float]]] = {}
     for r in rows:
-        means.setdefault(r["rule"], {}).setdefault(r["value"], []).append(r["step_kl"])
-    target = float(np.mean(means[REFERENCE[0]][REFERENCE[1]]))
-    out: dict[str, float | None] = {}
-    for rule, by_value in means.items():
-        if rule == REFERENCE[0]:
-            continue
-        values = np.array(sorted(by_value))
-        kl = np.array([np.mean(by_value[v]) for v in values])
-        out[rule] = _interpolate_log(values, kl, target)
-    return out
+        runs.setdefault(r["rule"], {}).setdefault(r["value"], []).append(r["step_kl"])
+    return {rule: {v: float(np.mean(by_value[v])) for v in sorted(by_value)}
+            for rule, by_value in runs.items()}
 
 
 def _interpolate_log(values: np.ndarray, kl: np.ndarray, target: float) -> float | None:
@@ -293,15 +280,9 @@ def unmatched(rows: list[dict], optimizer: str) -> dict[str, tuple[float, float,
     """Rules whose grid does not bracket PPO's per-step KL under ``optimizer``:
     rule -> (lowest, highest grid KL, PPO's)."""
     grid = [r for r in rows if r["optimizer"] == optimizer and r["kind"] == "grid"]
-    if not any(r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1] for r in grid):
+    kl = _mean_step_kl(grid)
+    if REFERENCE[1] not in kl.get(REFERENCE[0], {}):
         return {}
-    target = float(np.mean([r["step_kl"] for r in grid
-                            if r["rule"] == REFERENCE[0] and r["value"] == REFERENCE[1]]))
-    out = {}
-    for rule, value in matched_values(grid).items():
-        if value is None:
-            kl = [float(np.mean([r["step_kl"] for r in grid
-                                 if r["rule"] == rule and r["value"] == v]))
-                  for v in {r["value"] for r in grid if r["rule"] == rule}]
-            out[rule] = (min(kl), max(kl), target)
-    return out
+    target = kl[REFERENCE[0]][REFERENCE[1]]
+    return {rule: (min(kl[rule].values()), max(kl[rule].values()), target)
+            for rule, value in matched_values(grid).items() if value is None}

@@ -45,20 +45,15 @@ def _first_crossing(x, values, level):
     return out
 
 
-def _interpolate_at(x, values, other, level):
-    """Per seed: ``other`` at the first crossing of ``level`` by ``values``."""
-    at = _first_crossing(x, values, level)
-    return np.array([np.interp(a, x, other[:, s]) if np.isfinite(a) else np.nan
-                     for s, a in enumerate(at)])
-
-
 def entropy_at_matched(history, config: SequenceConfig) -> np.ndarray:
     """(b) per seed: the entropy of the answer given success on the training
     prompts where their success (the current reward) first reaches
-    ``config.matched_success`` (NaN if it never does)."""
+    ``config.matched_success`` (NaN if it never does), linear between evaluations."""
     x = config.eval_every * np.arange(history["train/success"].shape[0])
-    return _interpolate_at(x, history["train/success"], history["train/entropy_given_success"],
-                           config.matched_success)
+    at = _first_crossing(x, history["train/success"], config.matched_success)
+    entropy = history["train/entropy_given_success"]
+    return np.array([np.interp(a, x, entropy[:, s]) if np.isfinite(a) else np.nan
+                     for s, a in enumerate(at)])
 
 
 #: name -> (what it reads, +1 if higher is better, -1 if lower is), fixed

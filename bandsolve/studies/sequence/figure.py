@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from bandsolve.torch.losses import P_BUCKETS
-
 from ..plotting import clip_share_bars, legend_panel, plt
 from ..rules import STYLES
 from ..stats import mean_and_ci, nanmean
@@ -48,16 +46,14 @@ def draw(result: Result):
            ylabel="H(answer | success), nats")
     ax.grid(True, alpha=0.3)
     ax = axes[1, 1]
-    names = [name for name, _, _ in P_BUCKETS]
     # evaluation 0 is the supervised fit, before any update: it has no clip shares
-    clip_share_bars(ax, {rule: history for rule, (_, history) in selected.items()}, names,
-                    STYLES, skip=1)
+    clip_share_bars(ax, {rule: history for rule, (_, history) in selected.items()}, STYLES,
+                    skip=1)
     ax.set(title="Clipped share of positive-advantage tokens, by old probability",
            ylabel="clipped share (per mini-batch update)")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    chosen = {rule: value for rule, (value, _) in selected.items()}
-    labels = [f"{label} ({'chosen ' if np.isfinite(v) else ''}{v:g})" if np.isfinite(v)
-              else label for label, v in zip(labels, chosen.values())]
+    labels = [f"{label} (chosen {value:g})" if np.isfinite(value) else label
+              for label, (value, _) in zip(labels, selected.values())]
     legend_panel(axes[1, 2], handles, labels, "rule (hyperparameter chosen on validation)", 10)
     fig.suptitle(f"Sequence task with a wrong head: three digits summing to T without E; "
                  f"{config.layers}-layer transformer after SFT, GRPO ({config.group} samples, "

@@ -12,11 +12,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from bandsolve.torch import ClipHigher, PPOClip
-
 from ..._progress import Progress
 from ..jobs import Jobs, one_thread, run_tasks
-from ..rules import STYLES, band, rule_object
+from ..rules import STYLES, make_rule, rule_object
 from ..tables import history_rows
 from .task import METRICS, SequenceConfig, grpo, supervised_fit
 
@@ -48,10 +46,10 @@ def variants(config: SequenceConfig) -> list[tuple[str, str, float, Any]]:
     exceed PPO's 0.2)."""
     if any(e <= 0.2 for e in config.eps_high):
         raise ValueError(f"eps_high must exceed 0.2, or Clip-Higher is PPO (got {config.eps_high})")
-    out: list[tuple[str, str, float, Any]] = [("ppo", "eps", e, PPOClip(e))
-                                              for e in config.ppo_eps]
-    out += [("clip-higher", "eps_high", e, ClipHigher(0.2, e)) for e in config.eps_high]
-    out += [("band-kl", "delta", d, band("kl", d)) for d in config.deltas]
+    grids = (("ppo", "eps", config.ppo_eps), ("clip-higher", "eps_high", config.eps_high),
+             ("band-kl", "delta", config.deltas))
+    out = [(rule, name, value, make_rule(rule, value)) for rule, name, values in grids
+           for value in values]
     out += [(name, "", math.nan, rule_object(name)) for name in ("no-clip", "constant")]
     return [v for v in out if v[0] in config.rules]
 

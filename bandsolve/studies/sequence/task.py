@@ -320,7 +320,7 @@ class _ClipCounts:
         return out
 
 
-def grpo(model, rule, config: SequenceConfig, seed: int, progress=None):
+def grpo(model, rule, config: SequenceConfig, seed: int):
     """Train ``model`` in place with ``rule`` (an object with ``bounds``);
     return {metric: list per evaluation} (evaluation 0 is the supervised fit;
     its clip shares are NaN)."""
@@ -362,6 +362,4 @@ def grpo(model, rule, config: SequenceConfig, seed: int, progress=None):
                     counts.add(clipped, a, old[batch])
         if step % config.eval_every == 0:
             record()
-        if progress is not None:
-            progress.update(1)
     return history

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..bandit.study import Result
 from ..bandit.task import regret
-from ..plotting import band_plot, plt
+from ..plotting import band_plot, legend_panel, plt
 from ..rules import DELTA, STYLES
 
 __all__ = ["draw"]
@@ -20,10 +20,8 @@ def draw(result: Result):
                for rule, history in results.items()}
     band_plot(axes[1], regrets, "regret", "best reward - expected reward",
               "Regret against the best token", STYLES, limits=(0.0, None))
-    axes[2].axis("off")
     handles, labels = axes[0].get_legend_handles_labels()
-    axes[2].legend(handles, labels, loc="center", fontsize=10, frameon=False,
-                   title=f"clipping rule (Band: delta = {DELTA})")
+    legend_panel(axes[2], handles, labels, f"clipping rule (Band: delta = {DELTA})", 10)
     fig.suptitle(f"High-off-policy stress test: the bandit with {config.epochs} epochs per "
                  f"batch ({config.contexts} contexts, {config.optimizer} lr {config.lr:g}), "
                  f"{config.seeds} seeds, 95% CI", fontsize=12)

@@ -19,7 +19,7 @@ from bandsolve.divergences import BUILTIN_DIVERGENCES
 
 from ..claims import Claim
 
-__all__ = ["THEORY", "gpu_cost", "rows"]
+__all__ = ["THEORY", "gpu_cost"]
 
 
 def worked_example():
@@ -293,8 +293,3 @@ def gpu_cost() -> Claim:
 THEORY = (worked_example, saturation_thresholds, kl_never_saturates, limits_at_p_one,
           upward_margin_as_p_vanishes, lower_side_reaches_zero, dcpo_against_band_chi2,
           monotonicity, closed_forms_against_convex, vocabulary_reduction)
-
-
-def rows() -> list[Claim]:
-    """Every theory claim, in the report's order."""
-    return [claim() for claim in THEORY]

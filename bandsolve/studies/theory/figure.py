@@ -49,11 +49,9 @@ def _unlabelled(style):
 
 def _rules(p, delta):
     """(key, lower, upper) for every rule of Figure 1."""
-    rows = [(f"band-{name}", *bs.band(p, delta, name)) for name in ("kl", "tv", "chi2")]
-    rows.append(("dcpo", *dcpo_bounds(p)))
-    rows.append(("clip-higher", *clip_higher_bounds(p)))
-    rows.append(("ppo", *ppo_bounds(p)))
-    return rows
+    bands = [(f"band-{name}", *bs.band(p, delta, name)) for name in ("kl", "tv", "chi2")]
+    return bands + [("dcpo", *dcpo_bounds(p)), ("clip-higher", *clip_higher_bounds(p)),
+                    ("ppo", *ppo_bounds(p))]
 
 
 def _style_axes(ax, title, xlabel, ylabel):
@@ -106,9 +104,8 @@ def plane_regions(pi_old, pi_new, delta=0.1):
     ratio = new / old
     band_ok = (ratio >= lower) & (ratio <= upper)
     clip_ok = (ratio >= c_lower) & (ratio <= c_upper)
-    code = np.where(band_ok, np.where(clip_ok, _BOTH, _BAND_ONLY),
+    return np.where(band_ok, np.where(clip_ok, _BOTH, _BAND_ONLY),
                     np.where(clip_ok, _CLIP_ONLY, _NEITHER)).astype(float)
-    return code
 
 
 def figure2(n=400, delta=0.1):
