@@ -37,6 +37,9 @@ if compgen -G ".whl/*.whl" > /dev/null && [ ! -d /tmp/site ]; then
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
         --target /tmp/site .whl/*.whl || exit 1
 fi
+# every step imports what it installed (the CUDA tests need hypothesis) and
+# this checkout's bandsolve
+[ -d /tmp/site ] && export PYTHONPATH="${PYTHONPATH:+$PYTHONPATH:}/tmp/site:$PWD"
 export OUT="${OUT:-/tmp/device-out}"
 mkdir -p "$OUT"
 { nproc; nvidia-smi -L; python3 -c "import torch; print(torch.__version__)"; date -u; } \
