@@ -26,10 +26,11 @@ import time
 import numpy as np
 import torch
 
-from bandsolve.studies.autoregressive import configs, grpo, tuning
+from bandsolve.studies.autoregressive import configs, grpo
 from bandsolve.studies.autoregressive.tabular import TablePolicy, zipf_logits
 from bandsolve.studies.autoregressive.task import read_task, seed_rng
 from bandsolve.studies.autoregressive.transformer import pretrain
+from bandsolve.studies.rules import make_rule
 
 
 def _policy(config, replicas: int):
@@ -46,7 +47,7 @@ def _policy(config, replicas: int):
 
 def _cpu_per_replica_step(config, replicas: int, steps: int) -> float:
     policy, task = _policy(config, replicas)
-    rules = [tuning.make_rule("band-kl", 0.003)]
+    rules = [make_rule("band-kl", 0.003)]
     rngs = [seed_rng(99, s, "grpo") for s in range(replicas)]
     start = time.process_time()
     grpo.train(policy, task, rules, replicas, rngs, dataclasses.replace(config.task, steps=steps),

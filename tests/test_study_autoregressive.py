@@ -15,7 +15,7 @@ pytest.importorskip("matplotlib")  # bandsolve.studies needs the repro extra
 
 import torch.nn.functional as F  # noqa: E402
 
-from bandsolve.studies.autoregressive import grpo, tuning  # noqa: E402
+from bandsolve.studies.autoregressive import grpo  # noqa: E402
 from bandsolve.studies.autoregressive import task as ar  # noqa: E402
 from bandsolve.studies.autoregressive.tabular import TablePolicy, zipf_logits  # noqa: E402
 from bandsolve.studies.autoregressive.transformer import (  # noqa: E402
@@ -24,6 +24,7 @@ from bandsolve.studies.autoregressive.transformer import (  # noqa: E402
     pretrain,
 )
 from bandsolve.studies.jobs import one_thread  # noqa: E402
+from bandsolve.studies.rules import make_rule  # noqa: E402
 from bandsolve.torch.losses import P_BUCKETS  # noqa: E402
 
 SMALL = ar.TaskConfig(vocab=6, tail_ranks=(3, 5), keep=2, contexts=3, group=4, minibatches=2,
@@ -247,7 +248,7 @@ def _train_here(kind, rules, seeds, config, lr, stream):
             task = ar.read_task(base.table(), config).tile(len(rules))
         policy = base.tile(len(rules))
     rngs = [ar.seed_rng(stream, s, "grpo") for s in seeds]
-    return grpo.train(policy, task, [tuning.make_rule(*r) for r in rules], len(seeds), rngs,
+    return grpo.train(policy, task, [make_rule(*r) for r in rules], len(seeds), rngs,
                       config, lr)
 
 

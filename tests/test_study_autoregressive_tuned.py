@@ -13,6 +13,7 @@ pytest.importorskip("matplotlib")  # bandsolve.studies needs the repro extra
 
 from bandsolve.studies.autoregressive import configs, endpoints, setting, study, tuning  # noqa: E402
 from bandsolve.studies.jobs import Jobs  # noqa: E402
+from bandsolve.studies.rules import make_rule  # noqa: E402
 from bandsolve.studies.stats import paired_difference  # noqa: E402
 
 PPO = tuning.Knob("ppo", "eps", (0.05, 0.1, 0.2, 0.4), (0.01, 0.8))
@@ -63,15 +64,15 @@ def test_a_matched_step_the_grid_does_not_bracket_once_is_an_error_not_the_neare
 
 
 def test_every_rule_is_built_at_its_knob():
-    assert tuning.make_rule("ppo", 0.1).eps == 0.1
-    assert tuning.make_rule("clip-higher", 0.4).eps_high == 0.4
-    assert tuning.make_rule("clip-higher", 0.4).eps_low == 0.2
-    dcpo = tuning.make_rule("dcpo", 2.0)
+    assert make_rule("ppo", 0.1).eps == 0.1
+    assert make_rule("clip-higher", 0.4).eps_high == 0.4
+    assert make_rule("clip-higher", 0.4).eps_low == 0.2
+    dcpo = make_rule("dcpo", 2.0)
     assert (dcpo.eps_low, dcpo.eps_high) == (0.32, 0.4)
-    assert tuning.make_rule("band-tv", 0.01).delta == 0.01
-    assert tuning.make_rule("band-kl", 0.01).divergence == "kl"
+    assert make_rule("band-tv", 0.01).delta == 0.01
+    assert make_rule("band-kl", 0.01).divergence == "kl"
     with pytest.raises(ValueError, match="rule must be one of"):
-        tuning.make_rule("ppo2", 0.1)
+        make_rule("ppo2", 0.1)
 
 
 def _runs(shifts, sd=0.05, n=16, steps=4, seed=3):

@@ -68,6 +68,7 @@ def flop_estimate(config) -> dict[str, float]:
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
+    from ..rules import make_rule
     from . import grpo, tuning
     from .task import read_task, seed_rng
     from .transformer import pretrain
@@ -87,7 +88,7 @@ def flop_estimate(config) -> dict[str, float]:
         task = read_task(net.table(), config.task)
 
     def train(steps):
-        grpo.train(net.tile(1), task, [tuning.make_rule("ppo", 0.2)], 1,
+        grpo.train(net.tile(1), task, [make_rule("ppo", 0.2)], 1,
                    [seed_rng(0, 0, "grpo")], dataclasses.replace(config.task, steps=steps), 1e-4)
 
     step = counted(lambda: train(2)) - counted(lambda: train(1))

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..._progress import Progress
 from ..jobs import Jobs, one_thread, run_tasks
+from ..rules import make_rule
 from ..stats import paired_difference
 from . import endpoints, tuning
 from .task import TaskConfig, read_task, seed_rng
@@ -155,7 +156,7 @@ def _train(job: Train):
             policy = base.tile(n)
         task = read_task(start, job.task).tile(n)
         rngs = [seed_rng(job.stream, s, "grpo") for s in job.seeds]
-        rules = [tuning.make_rule(rule, knob) for rule, knob in job.rules]
+        rules = [make_rule(rule, knob) for rule, knob in job.rules]
         history = grpo.train(policy, task, rules, seeds, rngs, job.task, job.lr)
     out = {pair: {k: v[:, i * seeds:(i + 1) * seeds] for k, v in history.items()}
            for i, pair in enumerate(job.rules)}

@@ -24,8 +24,6 @@ import math
 
 import numpy as np
 
-from ..rules import make_rule  # noqa: F401  (tuning.make_rule: each rule at its knob)
-
 #: the rules compared, in the report's order
 RULES = ("no-clip", "ppo", "clip-higher", "dcpo", "band-kl", "band-tv")
 #: the knob whose per-step KL the matched step matches
